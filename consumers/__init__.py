@@ -1,0 +1,1 @@
+"""Services and operator tools: ingest, index, retention, replay, access, the CLI."""

@@ -1,0 +1,54 @@
+"""The ``blackbox`` command line: one typer app; each area registers its own commands.
+
+Command modules live in ``consumers/commands/`` and expose ``register(app: typer.Typer)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from schemas.errors import BlackboxError
+
+COMMAND_MODULES = (
+    "keys",  # keys generate
+    "capture",  # capture FILE.json
+    "verify",  # verify --file / verify DECISION_ID
+    "ingest",  # consume, show
+    "index",  # trends, query
+    "retention",  # compact, hold, release, flag
+    "replay",  # replay, bisect, regress
+    "demo",  # demo, report
+)
+
+app = typer.Typer(
+    name="blackbox",
+    help="Forensic capture and replay for AI agents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_all() -> None:
+    for name in COMMAND_MODULES:
+        module_name = f"consumers.commands.{name}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:  # that area is not built yet
+                continue
+            raise
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Entry point: known blackbox errors print one clear line and exit 2, never a traceback."""
+    try:
+        app()
+    except BlackboxError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from exc

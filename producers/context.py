@@ -1,0 +1,125 @@
+"""The rendered context window: the exact text sent to the model, and where each part sits in it.
+
+Replay sends ``text`` verbatim. To vary one part (the system prompt, the working set) it must
+splice the new part in at the right place, so the capture records *spans*: UTF-8 byte offsets
+(end exclusive) of each part inside ``text``. ``encoding="json-string"`` means the bytes in the
+span are the part as escaped inside a JSON string literal (without the quotes), which is how
+every part appears in an OpenAI chat ``messages`` array.
+
+Parts are named ``system_prompt``, ``memory`` (the whole working-set block), ``memory:<entryId>``
+(one entry inside it) and ``user`` (the inbound message).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from schemas.errors import ContractError
+
+CHAT_MESSAGES_FORMAT = "openai.chat.messages+json"
+MEMORY_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSpan:
+    part: str
+    start: int
+    end: int
+    encoding: Literal["json-string", "raw"] = "json-string"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"part": self.part, "start": self.start, "end": self.end, "encoding": self.encoding}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> ContextSpan:
+        return cls(part=value["part"], start=value["start"], end=value["end"], encoding=value["encoding"])
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedContext:
+    format: str
+    text: str
+    spans: tuple[ContextSpan, ...]
+
+    def span(self, part: str) -> ContextSpan:
+        for span in self.spans:
+            if span.part == part:
+                return span
+        raise ContractError(f"no span named {part!r} in the rendered context", path="renderedContext.spans")
+
+    def part_text(self, part: str) -> str:
+        """The part's own text, unescaped, as the runtime supplied it."""
+        span = self.span(part)
+        raw = self.text.encode("utf-8")[span.start : span.end].decode("utf-8")
+        return json.loads(f'"{raw}"') if span.encoding == "json-string" else raw
+
+    def replace(self, part: str, new_text: str) -> str:
+        """``text`` with one part swapped for ``new_text`` (escaped as the span's encoding demands)."""
+        span = self.span(part)
+        encoded = self.text.encode("utf-8")
+        new_bytes = (_escape(new_text) if span.encoding == "json-string" else new_text).encode("utf-8")
+        return (encoded[: span.start] + new_bytes + encoded[span.end :]).decode("utf-8")
+
+    def with_memory(self, entries: Sequence[str]) -> str:
+        """``text`` with the working-set block re-rendered from ``entries`` (same separator)."""
+        return self.replace("memory", MEMORY_SEPARATOR.join(entries))
+
+    def messages(self) -> list[dict[str, Any]]:
+        if self.format != CHAT_MESSAGES_FORMAT:
+            raise ContractError(f"format {self.format!r} is not a chat messages array", path="renderedContext")
+        messages = json.loads(self.text)
+        if not isinstance(messages, list):
+            raise ContractError("rendered context is not a JSON array", path="renderedContext.text")
+        return messages
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.format, "text": self.text, "spans": [s.to_json() for s in self.spans]}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> RenderedContext:
+        return cls(
+            format=value["format"],
+            text=value["text"],
+            spans=tuple(ContextSpan.from_json(s) for s in value.get("spans") or ()),
+        )
+
+
+def _escape(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def render_chat_context(
+    *, system_prompt: str, memory: Sequence[tuple[str, str]], user_message: str
+) -> RenderedContext:
+    """Render ``[system prompt, working set, user]`` as an OpenAI chat messages array with spans.
+
+    ``memory`` is ``(entryId, renderedContent)`` in context order; entries are joined by a blank
+    line inside one system message so the block can be re-rendered as a whole.
+    """
+    out = bytearray()
+    spans: list[ContextSpan] = []
+
+    def put(raw: str) -> None:
+        out.extend(raw.encode("utf-8"))
+
+    def put_part(part: str, text: str) -> None:
+        start = len(out)
+        put(_escape(text))
+        spans.append(ContextSpan(part=part, start=start, end=len(out)))
+
+    put('[{"role": "system", "content": "')
+    put_part("system_prompt", system_prompt)
+    put('"}, {"role": "system", "content": "')
+    block_start = len(out)
+    for i, (entry_id, content) in enumerate(memory):
+        if i:
+            put(_escape(MEMORY_SEPARATOR))
+        put_part(f"memory:{entry_id}", content)
+    spans.append(ContextSpan(part="memory", start=block_start, end=len(out)))
+    put('"}, {"role": "user", "content": "')
+    put_part("user", user_message)
+    put('"}]')
+    return RenderedContext(format=CHAT_MESSAGES_FORMAT, text=out.decode("utf-8"), spans=tuple(spans))

@@ -1,0 +1,90 @@
+"""Configuration shared by the SDK, the services and the CLI.
+
+Every setting comes from an environment variable ``BLACKBOX_<NAME>`` (or a ``.env`` file) and
+has an embedded default, so a newcomer runs everything with no services: the local spool
+instead of Kafka, a local directory instead of S3, chdb instead of a ClickHouse server.
+Settings are read when :func:`load_settings` is called, never at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class BlackboxSettings(BaseSettings):
+    """All knobs in one frozen model; secrets are masked when dumped."""
+
+    model_config = SettingsConfigDict(env_prefix="BLACKBOX_", env_file=".env", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(Path(".blackbox"), description="Root of all embedded state.")
+
+    # transport
+    transport: Literal["spool", "kafka"] = "spool"
+    spool_dir: Path | None = Field(None, description="Local spool directory; default <data_dir>/spool.")
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    topic: str = "blackbox.captures.v1"
+    dlq_topic: str = "blackbox.captures.v1.dlq"
+    consumer_group: str = "blackbox-ingest"
+    max_message_bytes: int = Field(
+        900_000, description="Encoded captures above this go by claim check (below the broker's limit)."
+    )
+
+    # blob store
+    blob: Literal["local", "s3"] = "local"
+    blob_dir: Path | None = Field(None, description="Local blob directory; default <data_dir>/blobs.")
+    s3_endpoint: str = "127.0.0.1:9000"
+    s3_access_key: str = "blackbox"
+    s3_secret_key: SecretStr = SecretStr("blackbox-secret")
+    s3_bucket: str = "blackbox"
+    s3_secure: bool = False
+
+    # index
+    clickhouse_url: str | None = Field(
+        None, description="ClickHouse server (http://user:pass@host:8123/db); unset means embedded chdb."
+    )
+    chdb_path: Path | None = Field(None, description="chdb data directory; default <data_dir>/index.")
+
+    # evidence
+    signing_key: Path | None = Field(None, description="ed25519 private key file (PEM) used to sign.")
+    signing_key_b64: SecretStr | None = Field(
+        None, description="The raw 32-byte ed25519 seed, base64, instead of a file."
+    )
+    trust_store: Path | None = Field(None, description="Trust store TOML; default <data_dir>/trust.toml.")
+
+    # retention
+    retention_policy: Path | None = Field(
+        None, description="Retention policy TOML; default: the packaged policy (article defaults)."
+    )
+
+    # access
+    caller: str = Field("local-operator", description="Who is reading, recorded in the access log.")
+    scope: Literal["operator", "regulator", "counterparty"] = "operator"
+
+    @property
+    def resolved_spool_dir(self) -> Path:
+        return self.spool_dir or self.data_dir / "spool"
+
+    @property
+    def resolved_blob_dir(self) -> Path:
+        return self.blob_dir or self.data_dir / "blobs"
+
+    @property
+    def resolved_chdb_path(self) -> Path:
+        return self.chdb_path or self.data_dir / "index"
+
+    @property
+    def resolved_trust_store(self) -> Path:
+        return self.trust_store or self.data_dir / "trust.toml"
+
+    @property
+    def index_engine(self) -> Literal["chdb", "clickhouse"]:
+        return "clickhouse" if self.clickhouse_url else "chdb"
+
+
+def load_settings(**overrides: object) -> BlackboxSettings:
+    """Read settings from the environment now; keyword overrides win (used by CLI flags and tests)."""
+    return BlackboxSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]

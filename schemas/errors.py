@@ -1,0 +1,117 @@
+"""The one exception tree of blackbox.
+
+Every package raises subclasses of :class:`BlackboxError`; library errors are wrapped
+with ``raise ... from exc`` so callers never need to know which library failed.
+"""
+
+from __future__ import annotations
+
+
+class BlackboxError(Exception):
+    """Root of every error blackbox raises on purpose."""
+
+
+# --- the contract -------------------------------------------------------------------------
+class ContractError(BlackboxError):
+    """Input does not satisfy the replay/v1 contract; ``path`` names the offending field."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class SerializationError(BlackboxError):
+    """A record could not be encoded to Avro."""
+
+
+class DecodeError(BlackboxError):
+    """Bytes could not be decoded as a blackbox message (truncated, bad magic, bad body)."""
+
+
+class UnknownFingerprint(DecodeError):
+    """The single-object fingerprint names no writer schema known in ``schemas/``."""
+
+
+# --- evidence ----------------------------------------------------------------------------
+class VerificationError(BlackboxError):
+    """A capture is not evidence: ``part`` names what failed (a content path, 'signature', 'key')."""
+
+    def __init__(self, message: str, *, part: str = "") -> None:
+        self.part = part
+        super().__init__(f"{part}: {message}" if part else message)
+
+
+class ContentHashMismatch(VerificationError):
+    """A content part's bytes do not hash to the hash recorded in the manifest."""
+
+
+class SignatureInvalid(VerificationError):
+    """The manifest signature does not verify (manifest tampered, or the wrong key)."""
+
+
+class KeyNotTrusted(VerificationError):
+    """The signing key is unknown to the trust store, outside its validity window, or revoked."""
+
+
+class UnknownAlgorithm(VerificationError):
+    """The capture names a signature or hash algorithm blackbox does not implement."""
+
+
+# --- transport and storage -----------------------------------------------------------------
+class TransportError(BlackboxError):
+    """A capture could not be handed to, or delivered by, the transport."""
+
+
+class QueueFull(TransportError):
+    """The recorder's bounded queue stayed full past the policy's timeout."""
+
+
+class BlobStoreError(BlackboxError):
+    """The blob store failed to put, get or delete an object."""
+
+
+class BlobNotFound(BlobStoreError):
+    """The requested blob key does not exist."""
+
+
+class IndexError_(BlackboxError):
+    """The ClickHouse index failed (DDL, insert or query)."""
+
+
+class CaptureNotFound(BlackboxError):
+    """No decision with this id is in the index."""
+
+
+class ConflictingDuplicate(BlackboxError):
+    """The same decision id arrived with different content; it is quarantined, never merged."""
+
+
+# --- retention -------------------------------------------------------------------------------
+class RetentionError(BlackboxError):
+    """A retention policy is invalid or a retention job could not complete."""
+
+
+class LegalHoldActive(RetentionError):
+    """The decision is under legal hold; compaction and expiry are blocked."""
+
+
+# --- access and replay -----------------------------------------------------------------------
+class AccessDenied(BlackboxError):
+    """The caller's scope does not allow this read, or the access log could not be written."""
+
+
+class CaptureNotReplayable(BlackboxError):
+    """The capture lacks the content a replay needs (structured-only or compacted)."""
+
+
+class ReplayDivergence(BlackboxError):
+    """Replay asked for something the recording does not contain (an unrecorded tool call)."""
+
+    def __init__(self, message: str, *, step: int, call: object = None) -> None:
+        self.step = step
+        self.call = call
+        super().__init__(f"step {step}: {message}")
+
+
+class ModelClientError(BlackboxError):
+    """The model endpoint failed or answered something that is not a chat completion."""
