@@ -1,0 +1,94 @@
+"""The report renders its charts in a real headless browser (Debian's chromium)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from consumers.report import render_report
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("chromium is missing: deploy/local/test.sh installs Debian's chromium package")
+
+
+def dump_dom(page: Path) -> str:
+    """The DOM after the page's scripts ran, as headless Chromium sees it."""
+    out = subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={page.parent / 'chromium-profile'}",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def sample_report() -> str:
+    days = [f"2026-11-{d:02d}" for d in range(1, 8)]
+    return render_report(
+        failure_by_prompt=[
+            {"day": d, "prompt_version": v, "rate": (0.3 if v == "v4.7" else 0.01)}
+            for d in days
+            for v in ("v4.6", "v4.7")
+        ],
+        failure_by_model=[{"day": d, "model_version": "m1", "rate": 0.05} for d in days],
+        latency=[{"day": d, "p50": 800, "p90": 1400, "p99": 2100} for d in days],
+        tool_errors=[
+            {"tool_name": "issue_refund", "error_rate": 0.02},
+            {"tool_name": "get_balance", "error_rate": 0.0},
+        ],
+        volume=[{"tier": "consequential", "captures": 1200, "bytes": 24_000_000}],
+        replays=[
+            {
+                "at": "2026-11-08",
+                "decision_id": "dec_1<",
+                "kind": "variation",
+                "variable": "system_prompt",
+                "verdict": "outcome changed → this variable is implicated",
+                "outcome_changed": True,
+            }
+        ],
+        generated_at=datetime(2026, 11, 30, tzinfo=UTC),
+        window="last 7 days",
+    )
+
+
+def test_report_is_self_contained() -> None:
+    page = sample_report()
+    assert not re.search(r"""(src|href)=["']https?://""", page), "the report must not load anything remote"
+    assert "dec_1&lt;" in page  # values are escaped
+
+
+def test_charts_render_in_headless_chromium(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(sample_report(), encoding="utf-8")
+    dom = dump_dom(page)
+    assert 'data-rendered="6"' in dom, "six charts should have been drawn by the page script"
+    assert dom.count('class="series"') == 2 + 1 + 3  # prompt lines + model line + latency percentiles
+    assert dom.count('class="bar"') == 2 + 1 + 1
+    assert "v4.7" in dom
