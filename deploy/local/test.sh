@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# THE test command: install the package, start the real services, lint, type-check, test.
+#   bash deploy/local/test.sh [pytest args...]
+# Every check runs even if an earlier one failed; the exit status is non-zero if any failed
+# (pytest's "no tests collected", exit 5, counts as a failure). Services are left running;
+# stop them with deploy/local/down.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
+export PYTHON
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "pip install -e '.[dev]'"
+"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]'
+
+# tests/test_compose.py validates deploy/compose.yaml with a real Compose implementation; it needs
+# no Docker daemon. Debian's docker-compose is enough where `docker compose` is missing.
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        step "apt-get install docker-compose (for tests/test_compose.py)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+    else
+        echo "warning: no Compose implementation and cannot apt-get install docker-compose" >&2
+    fi
+fi
+
+# tests/consumers/report renders the HTML report in a real headless browser.
+if ! command -v chromium >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        step "apt-get install chromium (for the report test)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+        echo "warning: chromium is missing and cannot be installed; the report test will fail" >&2
+    fi
+fi
+
+step "deploy/local/up.sh"
+bash deploy/local/up.sh
+
+failed=()
+step "ruff check ."
+ruff check . || failed+=("ruff check")
+step "ruff format --check ."
+ruff format --check . || failed+=("ruff format")
+step "mypy"
+mypy || failed+=("mypy")
+step "pytest $*"
+rc=0
+"$PYTHON" -m pytest "$@" || rc=$?
+if [[ $rc == 5 ]]; then
+    echo "pytest collected no tests (exit 5): that counts as a failure" >&2
+fi
+[[ $rc == 0 ]] || failed+=("pytest (exit $rc)")
+
+if ((${#failed[@]})); then
+    printf '\nFAILED: %s\n' "$(IFS=,; echo "${failed[*]}" | sed 's/,/, /g')" >&2
+    exit 1
+fi
+printf '\nall checks passed\n'
