@@ -1,0 +1,82 @@
+"""The signed manifest: the capture with every content part removed and the signature bytes removed.
+
+Definition (DESIGN decision 1), precisely:
+
+1. Start from the capture in JSON form.
+2. Remove every content part (see :mod:`producers.evidence.parts`) — the key itself, whether the
+   content is present, ``null`` or missing. Its hash field stays.
+3. Remove ``signature.signatureBytes``. ``signature.algorithm`` and ``signature.publicKeyRef`` stay,
+   so neither can be swapped without breaking the signature.
+4. Omit every object member whose value is ``null``, at any depth (list elements are kept).
+   *Absent and null mean the same thing in the contract*, and the Avro round trip turns absent
+   optional fields into ``null`` (``schemas.codec`` decodes the full form); without this rule a
+   capture sealed before encoding would not verify after decoding.
+5. Serialize with RFC 8785. Numbers are doubles there, so ``1`` and ``1.0`` (Avro ``double``
+   fields come back as floats) give the same bytes.
+
+Everything else — unknown keys, sections that are not objects, the spans of the rendered
+context, the Merkle root, leaf count and algorithm — is signed as it is. The signature is ed25519
+over ``PAE(MANIFEST_PAYLOAD_TYPE, manifest bytes)`` (:mod:`producers.evidence.dsse`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from producers.evidence.canonical import canonical_json, normalize, omit_nulls
+from producers.evidence.parts import SECTION_CONTENT
+
+MANIFEST_PAYLOAD_TYPE = "application/vnd.blackbox.manifest+json;version=replay/v1"
+
+
+def manifest_view(capture: Mapping[str, Any]) -> dict[str, Any]:
+    """Steps 1-3 without copying what is unchanged: the result SHARES nested values with ``capture``.
+
+    For internal use on the hot path (seal, verify); never mutate the result.
+    """
+    view = dict(capture)
+    for section_name, (top_keys, list_keys) in SECTION_CONTENT.items():
+        section = capture.get(section_name)
+        if not isinstance(section, dict):
+            continue
+        stripped = {key: value for key, value in section.items() if key not in top_keys}
+        for list_key, record_keys in list_keys.items():
+            records = section.get(list_key)
+            if isinstance(records, list):
+                stripped[list_key] = [
+                    {key: value for key, value in record.items() if key not in record_keys}
+                    if isinstance(record, dict)
+                    else record
+                    for record in records
+                ]
+        view[section_name] = stripped
+    signature = capture.get("signature")
+    if isinstance(signature, dict):
+        view["signature"] = {key: value for key, value in signature.items() if key != "signatureBytes"}
+    return view
+
+
+def normalized_manifest(capture: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The manifest ready for :func:`~producers.evidence.canonical.encode_normalized`, or ``None``.
+
+    ``None`` when only the slow path (:func:`manifest_bytes`) can serialize it. Its section dicts
+    (``memoryState`` included) are fresh and may be patched; everything deeper is shared.
+    """
+    normalized = normalize(manifest_view(capture), omit_null_members=True)
+    return normalized if isinstance(normalized, dict) else None
+
+
+def manifest(capture: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest as a new JSON object (steps 1-4); ``rfc8785.dumps`` of it is :func:`manifest_bytes`."""
+    return copy.deepcopy(omit_nulls(manifest_view(capture)))
+
+
+def manifest_bytes(capture: Mapping[str, Any]) -> bytes:
+    """The bytes the signature covers (before PAE): RFC 8785 of the manifest.
+
+    Raises :class:`ContractError` whose path names the manifest field that has no RFC 8785 form
+    (an integer beyond ±(2**53 - 1), NaN, a non-string key, ...).
+    """
+    return canonical_json(manifest_view(capture), path="", omit_null_members=True)

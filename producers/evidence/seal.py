@@ -1,0 +1,154 @@
+"""Sealing: fill every hash field, the working-set Merkle root, and sign the manifest.
+
+This runs on the producer's hot path (thousands of captures per second), so it copies with a
+JSON-specific copier instead of :func:`copy.deepcopy` (or not at all, ``copy=False``), uses the fast
+canonical JSON path (:mod:`producers.evidence.canonical`), and gets the manifest bytes and the
+Merkle leaves from one encoding (:mod:`producers.evidence.payload`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from producers.evidence.canonical import is_hash
+from producers.evidence.dsse import b64encode, pae
+from producers.evidence.keys import Signer, key_id_from_ref
+from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE
+from producers.evidence.merkle import CONTEXT_SET_ALGORITHM
+from producers.evidence.parts import iter_parts
+from producers.evidence.payload import signing_payload
+from producers.evidence.trust import parse_time
+from schemas.errors import ContractError
+
+SIGNATURE_ALGORITHM = "ed25519"
+SIGNATURE_PREFIX = "base64:"
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def seal(capture: Mapping[str, Any], signer: Signer, *, copy: bool = True) -> dict[str, Any]:
+    """The signed capture: ``capture`` deep-copied (filled in place with ``copy=False``), every hash set.
+
+    - Present content: its hash is computed; a hash the caller already supplied must agree, else
+      :class:`ContractError` with ``path`` = that hash field (e.g.
+      ``memoryState.workingSetEntries[1].renderedContentHash``).
+    - Absent content with a supplied hash (structured-only capture): the hash is kept (it must be a
+      well-formed ``sha256:<hex>``).
+    - ``memoryState.contextSetHash`` / ``contextSetAlgorithm`` (``rfc6962-sha256``) /
+      ``contextSetLeafCount``; supplied values must agree.
+    - ``signature`` = ``{"algorithm": "ed25519", "publicKeyRef", "signatureBytes": "base64:.."}``.
+      A supplied ``publicKeyRef`` is kept when it names the signer's key id (``did:...#sha256:..``).
+
+    ``copy=False`` skips the deep copy and fills ``capture`` itself (which must be a ``dict``) —
+    for a caller that owns the dict and will not touch it again, such as the recorder. On error the
+    dict may be partly filled.
+    """
+    if copy:
+        if not isinstance(capture, Mapping):
+            raise ContractError(f"a capture is a JSON object, got {type(capture).__name__}")
+        sealed: dict[str, Any] = _copy(dict(capture))
+    elif isinstance(capture, dict):
+        sealed = capture
+    else:
+        raise ContractError(f"seal(copy=False) needs a dict, got {type(capture).__name__}")
+    captured_at = sealed.get("capturedAt")
+    try:
+        parse_time(captured_at if isinstance(captured_at, str) else None)
+    except ValueError as exc:
+        raise ContractError(
+            f"capturedAt must be an ISO-8601 time (it is the signing time), got {captured_at!r}",
+            path="capturedAt",
+        ) from exc
+
+    for ref in iter_parts(sealed):
+        field, holder = ref.field, ref.holder
+        supplied = holder.get(field.hash_key)
+        if holder.get(field.content_key) is None:
+            if supplied is not None and not is_hash(supplied):
+                raise ContractError(f"{ref.label}: {supplied!r} is not sha256:<64 hex>", path=ref.hash_path)
+            continue
+        computed = ref.compute_hash()
+        if supplied is not None and supplied != computed:
+            raise ContractError(
+                f"{ref.label}: supplied hash {supplied} disagrees with the content, which hashes to {computed}",
+                path=ref.hash_path,
+            )
+        holder[field.hash_key] = computed
+
+    _working_set(sealed)
+    signature = _signature_block(sealed, signer)
+    payload = signing_payload(sealed, fill_root=True).payload
+    signature["signatureBytes"] = SIGNATURE_PREFIX + b64encode(
+        signer.sign(pae(MANIFEST_PAYLOAD_TYPE, payload))
+    )
+    return sealed
+
+
+def _working_set(sealed: dict[str, Any]) -> None:
+    """Check the working-set fields and fill the algorithm and leaf count (the root comes later)."""
+    memory = sealed.get("memoryState")
+    if memory is None:
+        memory = sealed["memoryState"] = {}
+    if not isinstance(memory, dict):
+        raise ContractError("memoryState must be a JSON object", path="memoryState")
+    entries = memory.get("workingSetEntries")
+    if entries is None:
+        entries = memory["workingSetEntries"] = []
+    if not isinstance(entries, list):
+        raise ContractError("workingSetEntries must be a list", path="memoryState.workingSetEntries")
+    algorithm = memory.get("contextSetAlgorithm")
+    if algorithm not in (None, CONTEXT_SET_ALGORITHM):
+        raise ContractError(
+            f"unknown context-set algorithm {algorithm!r} (blackbox computes {CONTEXT_SET_ALGORITHM})",
+            path="memoryState.contextSetAlgorithm",
+        )
+    supplied = memory.get("contextSetLeafCount")
+    if supplied is not None and supplied != len(entries):
+        raise ContractError(
+            f"supplied {supplied!r} disagrees with the working set, which has {len(entries)} entries",
+            path="memoryState.contextSetLeafCount",
+        )
+    memory["contextSetAlgorithm"] = CONTEXT_SET_ALGORITHM
+    memory["contextSetLeafCount"] = len(entries)
+
+
+def _signature_block(sealed: dict[str, Any], signer: Signer) -> dict[str, Any]:
+    signature = sealed.get("signature")
+    if signature is None:
+        signature = {}
+    if not isinstance(signature, dict):
+        raise ContractError("signature must be a JSON object", path="signature")
+    algorithm = signature.get("algorithm")
+    if algorithm not in (None, SIGNATURE_ALGORITHM):
+        raise ContractError(
+            f"blackbox signs with {SIGNATURE_ALGORITHM}, the capture asks for {algorithm!r}",
+            path="signature.algorithm",
+        )
+    reference = signature.get("publicKeyRef")
+    if reference is None:
+        reference = signer.public_key_ref
+    elif key_id_from_ref(reference) != signer.key_id:
+        raise ContractError(
+            f"publicKeyRef {reference!r} does not name the signing key {signer.key_id}",
+            path="signature.publicKeyRef",
+        )
+    signature["algorithm"] = SIGNATURE_ALGORITHM
+    signature["publicKeyRef"] = reference
+    signature["signatureBytes"] = None
+    sealed["signature"] = signature
+    return signature
+
+
+def _copy(value: Any) -> Any:
+    """Deep copy of a JSON tree (dicts, lists; tuples become lists), much cheaper than deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _ATOMS else _copy(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [item if type(item) in _ATOMS else _copy(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    if isinstance(value, Mapping):
+        return {key: _copy(item) for key, item in value.items()}
+    return value  # not JSON; canonicalization will name it

@@ -1,0 +1,183 @@
+"""Verifying a capture: is it evidence, and if not, which part fails and why.
+
+Checks, in this order (the first failure raises):
+
+1. **Algorithms known** — ``signature.algorithm`` is ``ed25519`` and
+   ``memoryState.contextSetAlgorithm`` is ``rfc6962-sha256``, else :class:`UnknownAlgorithm`
+   (``part`` = that field). A hash field with another prefix than ``sha256:`` fails the same way
+   when its part is checked.
+2. **Key trusted** — ``publicKeyRef`` names a key id the trust store accepts for a signature made at
+   ``capturedAt`` and checked at ``at`` (see :mod:`producers.evidence.trust`), else
+   :class:`KeyNotTrusted` (``part="key"``).
+3. **Manifest signature** — ed25519 over ``PAE(manifest payload type, manifest bytes)``, else
+   :class:`SignatureInvalid` (``part="signature"``). Any changed manifest field fails here:
+   ``agentId``, ``retentionDays``, any hash field — including a content part changed *together
+   with* its hash field, because the hash field is part of the manifest.
+4. **Content** — every present content part hashes to its hash field, else
+   :class:`ContentHashMismatch` (``part`` = the content path). Content that is present while its
+   hash field is null fails too (content the signer never committed to). Absent content with a hash
+   is reported in ``absent_parts``, not an error (structured-only or compacted).
+5. **Working set** — the leaf count and the RFC 6962 root recomputed from the entries equal
+   ``contextSetLeafCount`` and ``contextSetHash``, else :class:`ContentHashMismatch` (``part`` =
+   that field). The entries are signed metadata, so with a valid signature this only fails when the
+   signer itself committed an inconsistent root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+
+from producers.evidence.canonical import HASH_PREFIX
+from producers.evidence.dsse import b64decode, pae
+from producers.evidence.keys import key_id_from_ref
+from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE
+from producers.evidence.merkle import CONTEXT_SET_ALGORITHM, merkle_root, working_set_leaves
+from producers.evidence.parts import iter_parts
+from producers.evidence.payload import signing_payload
+from producers.evidence.seal import SIGNATURE_ALGORITHM, SIGNATURE_PREFIX
+from producers.evidence.trust import TrustStore, parse_time
+from schemas.errors import (
+    ContentHashMismatch,
+    ContractError,
+    KeyNotTrusted,
+    SignatureInvalid,
+    UnknownAlgorithm,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationReport:
+    """What a successful verification established."""
+
+    key_id: str
+    absent_parts: tuple[str, ...] = ()  # content gone, hash kept (paths)
+    checked_parts: int = 0  # present content parts whose hash matched
+    decision_id: str | None = None
+
+
+def verify_capture(
+    capture: Mapping[str, Any], trust: TrustStore, *, at: datetime | None = None
+) -> VerificationReport:
+    """Verify ``capture`` (JSON form) against ``trust``; raises the first failure (see module doc).
+
+    ``at`` is the verification time used for revocation (default: now). The key's validity window
+    is always checked at the signing time, ``capturedAt``.
+    """
+    signature = capture.get("signature")
+    if not isinstance(signature, Mapping):
+        raise SignatureInvalid("the capture has no signature block", part="signature")
+
+    # 1. algorithms
+    if signature.get("algorithm") != SIGNATURE_ALGORITHM:
+        raise UnknownAlgorithm(
+            f"signature algorithm {signature.get('algorithm')!r} is not supported (only {SIGNATURE_ALGORITHM})",
+            part="signature.algorithm",
+        )
+    memory = capture.get("memoryState")
+    memory = memory if isinstance(memory, Mapping) else {}
+    if memory.get("contextSetAlgorithm") != CONTEXT_SET_ALGORITHM:
+        raise UnknownAlgorithm(
+            f"context-set algorithm {memory.get('contextSetAlgorithm')!r} is not supported "
+            f"(only {CONTEXT_SET_ALGORITHM})",
+            part="memoryState.contextSetAlgorithm",
+        )
+
+    # 2. key
+    reference = signature.get("publicKeyRef")
+    key_id = key_id_from_ref(reference)
+    if key_id is None:
+        raise KeyNotTrusted(f"publicKeyRef {reference!r} names no sha256:<hex> key id", part="key")
+    captured_at = capture.get("capturedAt")
+    try:
+        signed_at = parse_time(captured_at if isinstance(captured_at, str) else None)
+    except ValueError as exc:
+        raise KeyNotTrusted(
+            f"capturedAt {captured_at!r} is not an ISO-8601 time, so the key's window cannot be checked",
+            part="key",
+        ) from exc
+    public_key = trust.check(key_id, signed_at, now=at)
+
+    # 3. manifest signature
+    encoded = signature.get("signatureBytes")
+    try:
+        if not isinstance(encoded, str) or not encoded.startswith(SIGNATURE_PREFIX):
+            raise ValueError("missing the base64: prefix")
+        signature_bytes = b64decode(encoded[len(SIGNATURE_PREFIX) :])
+    except ValueError as exc:
+        raise SignatureInvalid(
+            f"signatureBytes {encoded!r:.40} is not base64:<signature>: {exc}", part="signature"
+        ) from exc
+    try:
+        signed = signing_payload(dict(capture), fill_root=False)
+    except ContractError as exc:
+        raise SignatureInvalid(
+            f"the manifest has no canonical form, so it cannot be what was signed ({exc})", part="signature"
+        ) from exc
+    payload = signed.payload
+    try:
+        public_key.verify(signature_bytes, pae(MANIFEST_PAYLOAD_TYPE, payload))
+    except InvalidSignature as exc:
+        raise SignatureInvalid(
+            f"the manifest signature does not verify with key {key_id}: a manifest field (metadata or "
+            "a hash field) was changed after signing, or another key signed it",
+            part="signature",
+        ) from exc
+
+    # 4. content
+    absent: list[str] = []
+    checked = 0
+    for ref in iter_parts(capture):
+        recorded = ref.recorded_hash
+        if ref.content is None:
+            if recorded is not None:
+                absent.append(ref.path)
+            continue
+        if recorded is None:
+            raise ContentHashMismatch(
+                f"{ref.label} is present but the signed manifest records no hash for it", part=ref.path
+            )
+        if not isinstance(recorded, str) or not recorded.startswith(HASH_PREFIX):
+            raise UnknownAlgorithm(f"{ref.label}: hash {recorded!r:.40} is not sha256", part=ref.hash_path)
+        try:
+            computed = ref.compute_hash()
+        except ContractError as exc:
+            raise ContentHashMismatch(f"{ref.label} cannot be what was hashed: {exc}", part=ref.path) from exc
+        if computed != recorded:
+            raise ContentHashMismatch(
+                f"{ref.label} hashes to {computed}, the signed manifest says {recorded}", part=ref.path
+            )
+        checked += 1
+
+    # 5. working set
+    entries = memory.get("workingSetEntries")
+    entries = entries if isinstance(entries, list) else []
+    if memory.get("contextSetLeafCount") != len(entries):
+        raise ContentHashMismatch(
+            f"the working set has {len(entries)} entries, the manifest says {memory.get('contextSetLeafCount')!r}",
+            part="memoryState.contextSetLeafCount",
+        )
+    try:
+        leaves = signed.leaves if signed.leaves is not None else working_set_leaves(entries)
+        root = HASH_PREFIX + merkle_root(leaves).hex()
+    except ContractError as exc:
+        raise ContentHashMismatch(
+            f"the working set has no Merkle root: {exc}", part="memoryState.contextSetHash"
+        ) from exc
+    if root != memory.get("contextSetHash"):
+        raise ContentHashMismatch(
+            f"the working set's RFC 6962 root is {root}, the manifest says {memory.get('contextSetHash')}",
+            part="memoryState.contextSetHash",
+        )
+
+    decision_id = capture.get("decisionId")
+    return VerificationReport(
+        key_id=key_id,
+        absent_parts=tuple(absent),
+        checked_parts=checked,
+        decision_id=decision_id if isinstance(decision_id, str) else None,
+    )
