@@ -1,0 +1,155 @@
+"""``blackbox trends`` and ``blackbox query``: the named trend catalog and raw SQL over the index.
+
+The index is the one :func:`consumers.index.open_index` picks from the settings (``BLACKBOX_CLICKHOUSE_URL``
+for a server, else chdb at ``BLACKBOX_CHDB_PATH`` / ``<data_dir>/index``).
+
+``blackbox query`` is read-only: the SQL runs on a read-only connection (ClickHouse ``readonly = 2``),
+so INSERT / ALTER / DROP / CREATE are refused by the engine itself, whatever the text says. State
+changes go through the commands that own them (retention, ingest, replay).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from consumers.index import TRENDS, open_index, parse_timestamp, run_trend
+from producers.settings import load_settings
+from schemas.errors import IndexError_
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")]
+
+
+def parse_when(text: str, *, now: datetime) -> datetime:
+    """``7d`` / ``24h`` / ``90m`` / ``2w`` back from ``now``, ``now``, or an ISO-8601 time (UTC if naive)."""
+    if text.strip().lower() == "now":
+        return now
+    match = _DURATION.match(text)
+    if match:
+        return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        return parse_timestamp(text.strip())
+    except Exception as exc:
+        raise typer.BadParameter(
+            f"{text!r} is neither a duration (7d, 24h, 30m) nor an ISO-8601 time"
+        ) from exc
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime | date):
+        return str(_json_default(value))
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, default=_json_default, ensure_ascii=False)
+    return str(value)
+
+
+def print_rows(rows: Sequence[dict[str, Any]], *, as_json: bool, title: str | None = None) -> None:
+    if as_json:
+        typer.echo(json.dumps(list(rows), default=_json_default, ensure_ascii=False, indent=2))
+        return
+    console = Console()
+    if not rows:
+        console.print(f"{title}: no rows" if title else "no rows")
+        return
+    table = Table(title=title)
+    numeric = {k for k, v in rows[0].items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    for key in rows[0]:
+        table.add_column(key, justify="right" if key in numeric else "left")
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row.values()))
+    console.print(table)
+
+
+def trends(
+    name: Annotated[str | None, typer.Argument(help="Trend name (see --list).", show_default=False)] = None,
+    since: Annotated[str, typer.Option("--since", help="Start (inclusive): 7d, 24h, or ISO-8601.")] = "30d",
+    until: Annotated[
+        str, typer.Option("--until", help="End (exclusive): now, a duration back, or ISO-8601.")
+    ] = "now",
+    by: Annotated[str | None, typer.Option("--by", help="Add one grouping dimension (see --list).")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent id.")] = None,
+    as_json: JsonOpt = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the trends and their --by dimensions.")] = False,
+) -> None:
+    """Run a named trend query over trusted decisions (only the current version of each counts)."""
+    if list_ or name is None:
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    [
+                        {
+                            "name": t.name,
+                            "description": t.description,
+                            "columns": list(t.columns),
+                            "by": list(t.allowed_by),
+                        }
+                        for t in TRENDS.values()
+                    ],
+                    indent=2,
+                )
+            )
+            return
+        table = Table(title="trends")
+        for column in ("name", "description", "--by"):
+            table.add_column(column)
+        for t in TRENDS.values():
+            table.add_row(t.name, t.description, ", ".join(t.allowed_by))
+        Console().print(table)
+        if name is None and not list_:
+            raise typer.Exit(code=2)
+        return
+    now = datetime.now(UTC)
+    start, end = parse_when(since, now=now), parse_when(until, now=now)
+    index = open_index(load_settings())
+    try:
+        rows = run_trend(index, name, since=start, until=end, agent=agent, by=by)
+    finally:
+        index.close()
+    title = f"{name} {_json_default(start)} .. {_json_default(end)}" + (f" agent={agent}" if agent else "")
+    print_rows(rows, as_json=as_json, title=title)
+
+
+def query(
+    sql: Annotated[str, typer.Argument(help="A read-only SQL statement (SELECT, SHOW, DESCRIBE, EXPLAIN).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Run read-only SQL against the index (tables: decisions, tool_calls, memory_entries, flags, ...)."""
+    index = open_index(load_settings())
+    try:
+        rows = index.query(sql, read_only=True)
+    except IndexError_ as exc:
+        if "READONLY" in str(exc):
+            raise IndexError_(f"blackbox query is read-only; the engine refused a write: {exc}") from exc
+        raise
+    finally:
+        index.close()
+    print_rows(rows, as_json=as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("trends")(trends)
+    app.command("query")(query)

@@ -1,0 +1,71 @@
+"""The ClickHouse index: one DDL (``ddl.sql``), two engines (chdb embedded, ClickHouse server), rows
+from captures (:mod:`consumers.index.rows`) and the named trend catalog (:mod:`consumers.index.trends`).
+
+Typical use::
+
+    index = open_index(settings)                       # schema ensured
+    batch = RowBatch.of(decision_rows(c, segment_key=..., ...) for c in captures)
+    index.insert_captures(batch)                       # tool_calls, memory_entries, then decisions
+    index.latest_decision("dec_...")                   # current version (FINAL) or None
+    run_trend(index, "failure_rate", since=..., until=...)
+    index.close()
+
+Modules: ``engine`` (DDL, protocol, shared SQL helpers, versions), ``embedded`` (ChdbIndex),
+``server`` (ClickHouseServerIndex), ``rows``, ``trends``. See :mod:`consumers.index.engine` for the
+chdb one-path-per-process rule.
+"""
+
+from __future__ import annotations
+
+from producers.settings import BlackboxSettings
+
+from .embedded import ChdbIndex, chdb_open_path
+from .engine import TABLES, Index, load_ddl, parse_timestamp, split_statements, state_version
+from .rows import CaptureRows, RowBatch, decision_rows, flag_row
+from .server import ClickHouseServerIndex
+from .trends import TRENDS, Trend, run_trend, trend_sql
+
+__all__ = [
+    "TABLES",
+    "TRENDS",
+    "CaptureRows",
+    "ChdbIndex",
+    "ClickHouseServerIndex",
+    "Index",
+    "RowBatch",
+    "Trend",
+    "chdb_open_path",
+    "decision_rows",
+    "flag_row",
+    "load_ddl",
+    "open_index",
+    "parse_timestamp",
+    "run_trend",
+    "split_statements",
+    "state_version",
+    "trend_sql",
+]
+
+
+def open_index(
+    settings: BlackboxSettings, *, database: str | None = None, ensure_schema: bool = True
+) -> Index:
+    """The index the settings name: a ClickHouse server when ``clickhouse_url`` is set, else chdb at
+    ``resolved_chdb_path``. The schema is created if missing (idempotent) unless ``ensure_schema=False``.
+
+    Every call returns a new handle with its own connection; close it when done. chdb handles share
+    the process's one embedded engine (opened on first use, shut down when the last handle closes), so
+    handles are cheap after the first; a handle on a *different* chdb path fails while one is open.
+    """
+    index: Index
+    if settings.clickhouse_url:
+        index = ClickHouseServerIndex(settings.clickhouse_url, database=database)
+    else:
+        index = ChdbIndex(settings.resolved_chdb_path, database=database or "blackbox")
+    if ensure_schema:
+        try:
+            index.ensure_schema()
+        except BaseException:
+            index.close()
+            raise
+    return index

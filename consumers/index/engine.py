@@ -1,0 +1,528 @@
+"""The index seam: one :class:`Index` protocol, two engines running the same SQL (``ddl.sql``).
+
+* :class:`~consumers.index.embedded.ChdbIndex` — embedded ClickHouse (chdb) over a persistent
+  directory; the default.
+* :class:`~consumers.index.server.ClickHouseServerIndex` — a ClickHouse server through
+  ``clickhouse-connect`` (``http(s)://`` URL), or clickhouse-connect's own in-process chdb backend
+  (``chdb:///path`` DSN) which runs exactly the server code path without a server.
+
+This module holds what both share: the DDL, the protocol, ``SqlIndex`` (every helper built once on the
+four engine primitives), value normalization and row versions.
+
+Both engines take the same column-oriented batches (``dict[column, list]``), the same SQL with
+ClickHouse query parameters (``{name:Type}``), and return rows as ``dict`` with the same Python types
+(``str``, ``int``, ``float``, ``bool``, ``None``, ``datetime`` in UTC, ``date``, ``list``).
+
+chdb process rule (chdb 4.x): a process hosts ONE embedded engine bound to ONE data path. Any number of
+connections to that path may be open at once (each :class:`ChdbIndex` owns one; session state such as
+the current database is per connection); opening a *different* path while any connection is open fails
+— :class:`ChdbIndex` raises :class:`~schemas.errors.IndexError_` naming both paths. Close every index
+before switching paths; the engine restarts in ~50-100 ms. Tests share one path and isolate themselves
+with one database each (``ChdbIndex(path, database=unique)``). ``chdb.query()`` (the module-level
+function) opens ``:memory:`` and therefore fails while an index is open: use the index instead.
+
+Reading the current state of a decision always goes through ``FINAL`` (``decisions`` is a
+ReplacingMergeTree; see ``ddl.sql``), so answers are right before any background merge.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime
+from importlib import resources
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlparse, urlunparse
+
+from consumers.index.rows import RowBatch
+from schemas.errors import IndexError_
+
+__all__ = [
+    "TABLES",
+    "Index",
+    "SqlIndex",
+    "load_ddl",
+    "parse_timestamp",
+    "split_statements",
+    "state_version",
+]
+
+TABLES = (
+    "decisions",
+    "tool_calls",
+    "memory_entries",
+    "flags",
+    "access_log",
+    "replay_runs",
+    "quarantine",
+    "deletions",
+)
+DEFAULT_DATABASE = "blackbox"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UPDATE_CHUNK = 10_000
+
+
+# --- DDL ------------------------------------------------------------------------------------------
+def load_ddl() -> str:
+    """The packaged ``ddl.sql`` text."""
+    return resources.files("consumers.index").joinpath("ddl.sql").read_text(encoding="utf-8")
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a DDL script into statements, safely for our dialect of it.
+
+    ``--`` comments are dropped first (only outside quotes), then the text is split on semicolons that
+    are outside single quotes, double quotes and backticks. Empty statements are skipped.
+    """
+    statements: list[str] = []
+    buf: list[str] = []
+    quote: str | None = None
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if quote:
+            buf.append(ch)
+            if ch == "\\" and i + 1 < n:
+                buf.append(sql[i + 1])
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+            buf.append(ch)
+        elif ch == "-" and sql.startswith("--", i):
+            while i < n and sql[i] != "\n":
+                i += 1
+            continue
+        elif ch == ";":
+            statement = "".join(buf).strip()
+            if statement:
+                statements.append(statement)
+            buf = []
+        else:
+            buf.append(ch)
+        i += 1
+    tail = "".join(buf).strip()
+    if tail:
+        statements.append(tail)
+    return statements
+
+
+# --- versions ---------------------------------------------------------------------------------------
+_version_lock = threading.Lock()
+_last_version = 0
+
+
+def state_version(now: datetime | None = None) -> int:
+    """A version for a state-change row of ``decisions``: microseconds since the epoch, strictly
+    increasing within this process. Ingest rows use version 0, so any state change supersedes them.
+
+    ``now`` comes from the caller's injectable clock when it has one.
+    """
+    global _last_version
+    moment = now or datetime.now(UTC)
+    candidate = int(moment.timestamp() * 1_000_000)
+    with _version_lock:
+        _last_version = max(candidate, _last_version + 1)
+        return _last_version
+
+
+# --- values -----------------------------------------------------------------------------------------
+def _format_datetime(value: datetime) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def normalize_param(value: Any) -> Any:
+    """Datetimes become UTC text with milliseconds (what DateTime64(3, 'UTC') parses); the rest stays."""
+    if isinstance(value, datetime):
+        return _format_datetime(value)
+    if isinstance(value, list | tuple):
+        return [normalize_param(v) for v in value]
+    return value
+
+
+def parse_timestamp(value: str) -> datetime:
+    """ISO-8601 text (``Z`` or offset, or naive = UTC) to an aware UTC datetime."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise IndexError_(f"not an ISO-8601 timestamp: {value!r}") from exc
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _normalize_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if isinstance(value, list):
+        return [_normalize_value(v) for v in value]
+    if isinstance(value, tuple):
+        return [_normalize_value(v) for v in value]
+    return value
+
+
+def normalize_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: _normalize_value(v) for k, v in row.items()} for row in rows]
+
+
+def base_type(ch_type: str) -> tuple[str, bool]:
+    """(type without LowCardinality/Nullable wrappers, nullable?)."""
+    nullable = False
+    t = ch_type.strip()
+    changed = True
+    while changed:
+        changed = False
+        for wrapper in ("LowCardinality(", "Nullable("):
+            if t.startswith(wrapper) and t.endswith(")"):
+                nullable = nullable or wrapper == "Nullable("
+                t = t[len(wrapper) : -1].strip()
+                changed = True
+    return t, nullable
+
+
+def _default_for(base: str) -> Any:
+    if base.startswith(("String", "FixedString", "UUID")):
+        return ""
+    if base == "Bool":
+        return False
+    if base.startswith(("UInt", "Int")):
+        return 0
+    if base.startswith("Float"):
+        return 0.0
+    if base.startswith("DateTime"):
+        return datetime(1970, 1, 1, tzinfo=UTC)
+    if base == "Date":
+        return date(1970, 1, 1)
+    if base.startswith("Array"):
+        return []
+    raise IndexError_(f"no default for column type {base}")
+
+
+def check_identifier(name: str, what: str = "identifier") -> str:
+    if not _IDENT.match(name):
+        raise IndexError_(f"invalid {what}: {name!r}")
+    return name
+
+
+# --- the protocol -------------------------------------------------------------------------------------
+@runtime_checkable
+class Index(Protocol):
+    """The index seam. :class:`ChdbIndex` and :class:`ClickHouseServerIndex` implement it with the same SQL.
+
+    Engine primitives: ``ensure_schema``, ``insert`` (column-oriented), ``query`` (rows as dicts),
+    ``command``, ``close``. Everything else is built on them once, in ``SqlIndex``.
+    """
+
+    database: str
+
+    def ensure_schema(self) -> None:
+        """Create the database, tables and views if missing (idempotent; safe on every start)."""
+        ...
+
+    def column_types(self, table: str) -> dict[str, str]: ...
+
+    def insert(
+        self, table: str, columns: Mapping[str, Sequence[Any]], *, dedup_token: str | None = None
+    ) -> int:
+        """Insert one column-oriented batch; returns the row count. Omitted columns take their default."""
+        ...
+
+    def insert_rows(
+        self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+    ) -> int: ...
+
+    def insert_captures(self, captures: Iterable[Any], *, dedup_token: str | None = None) -> int: ...
+
+    def insert_decisions(
+        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+    ) -> int: ...
+
+    def insert_tool_calls(
+        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+    ) -> int: ...
+
+    def insert_memory_entries(
+        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+    ) -> int: ...
+
+    def insert_flags(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
+
+    def insert_access_log(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
+
+    def insert_replay_runs(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
+
+    def insert_quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
+
+    def insert_deletions(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
+
+    def query(
+        self, sql: str, params: Mapping[str, Any] | None = None, *, read_only: bool = False
+    ) -> list[dict[str, Any]]:
+        """Run a SELECT with ``{name:Type}`` parameters; rows as dicts in column order."""
+        ...
+
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        """Run a statement that returns no rows (DDL, INSERT ... SELECT, DELETE)."""
+        ...
+
+    def latest_decision(self, decision_id: str) -> dict[str, Any] | None: ...
+
+    def latest_decisions(
+        self, decision_ids: Sequence[str], *, columns: Sequence[str] = ("decision_id", "content_sha256")
+    ) -> dict[str, dict[str, Any]]: ...
+
+    def decision_exists(self, decision_id: str) -> bool: ...
+
+    def update_decisions(
+        self, decision_ids: Sequence[str], changes: Mapping[str, Any], *, version: int | None = None
+    ) -> None: ...
+
+    def delete_decisions(self, decision_ids: Sequence[str]) -> None: ...
+
+    def optimize(self, table: str, *, final: bool = True) -> None: ...
+
+    def close(self) -> None:
+        """Release the connection (idempotent)."""
+        ...
+
+
+class SqlIndex:
+    """Everything above the four engine primitives; shared by both engines so the SQL is one."""
+
+    database: str
+
+    def __init__(self) -> None:
+        self._types: dict[str, dict[str, str]] = {}
+
+    # engine primitives ---------------------------------------------------------------------------
+    def query(
+        self, sql: str, params: Mapping[str, Any] | None = None, *, read_only: bool = False
+    ) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        raise NotImplementedError
+
+    def _insert_prepared(
+        self, table: str, names: list[str], data: list[list[Any]], types: list[str], dedup_token: str | None
+    ) -> None:
+        raise NotImplementedError
+
+    def _create_database(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> SqlIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # schema ----------------------------------------------------------------------------------------
+    def ensure_schema(self) -> None:
+        self._create_database()
+        for statement in split_statements(load_ddl()):
+            self.command(statement)
+        self._types.clear()
+
+    def column_types(self, table: str) -> dict[str, str]:
+        """{column: ClickHouse type} of a table in this index's database (cached)."""
+        cached = self._types.get(table)
+        if cached is None:
+            rows = self.query(
+                "SELECT name, type FROM system.columns WHERE database = currentDatabase() "
+                "AND table = {table:String} ORDER BY position",
+                {"table": table},
+            )
+            if not rows:
+                raise IndexError_(f"no table {table!r} in database {self.database!r} (run ensure_schema)")
+            cached = {r["name"]: r["type"] for r in rows}
+            self._types[table] = cached
+        return cached
+
+    # inserts ---------------------------------------------------------------------------------------
+    def insert(
+        self, table: str, columns: Mapping[str, Sequence[Any]], *, dedup_token: str | None = None
+    ) -> int:
+        """Insert a column-oriented batch. ``None`` in a non-Nullable column means the type's zero value;
+        ISO-8601 text is accepted in DateTime64 columns. ``dedup_token`` becomes the ClickHouse
+        ``insert_deduplication_token`` (a retried batch with the same token is dropped at insert)."""
+        check_identifier(table, "table")
+        types = self.column_types(table)
+        names = list(columns)
+        if not names:
+            return 0
+        unknown = [n for n in names if n not in types]
+        if unknown:
+            raise IndexError_(f"{table}: unknown column(s) {', '.join(unknown)}")
+        lengths = {len(columns[n]) for n in names}
+        if len(lengths) != 1:
+            raise IndexError_(f"{table}: columns have different lengths {sorted(lengths)}")
+        count = lengths.pop()
+        if count == 0:
+            return 0
+        data = [self._coerce_column(types[n], columns[n]) for n in names]
+        self._insert_prepared(table, names, data, [types[n] for n in names], dedup_token)
+        return count
+
+    @staticmethod
+    def _coerce_column(ch_type: str, values: Sequence[Any]) -> list[Any]:
+        base, nullable = base_type(ch_type)
+        out = list(values)
+        if not nullable and any(v is None for v in out):
+            default = _default_for(base)
+            out = [default if v is None else v for v in out]
+        if base.startswith("DateTime"):
+            out = [parse_timestamp(v) if isinstance(v, str) else v for v in out]
+        return out
+
+    def insert_rows(
+        self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+    ) -> int:
+        """Insert row dicts (pivoted here); keys missing from a row take the column default value."""
+        if not rows:
+            return 0
+        names: dict[str, None] = {}
+        for row in rows:
+            names.update(dict.fromkeys(row))
+        columns = {n: [row.get(n) for row in rows] for n in names}
+        return self.insert(table, columns, dedup_token=dedup_token)
+
+    def insert_decisions(self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> int:
+        return self.insert_rows("decisions", rows, dedup_token=dedup_token)
+
+    def insert_tool_calls(self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> int:
+        return self.insert_rows("tool_calls", rows, dedup_token=dedup_token)
+
+    def insert_memory_entries(
+        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+    ) -> int:
+        return self.insert_rows("memory_entries", rows, dedup_token=dedup_token)
+
+    def insert_flags(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        return self.insert_rows("flags", rows)
+
+    def insert_access_log(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        return self.insert_rows("access_log", rows)
+
+    def insert_replay_runs(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        return self.insert_rows("replay_runs", rows)
+
+    def insert_quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        return self.insert_rows("quarantine", rows)
+
+    def insert_deletions(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        return self.insert_rows("deletions", rows)
+
+    def insert_captures(self, captures: Iterable[Any], *, dedup_token: str | None = None) -> int:
+        """Insert the rows of many captures (each a :class:`consumers.index.rows.CaptureRows`, or a
+        :class:`~consumers.index.rows.RowBatch`). Child tables go first and ``decisions`` last, so a
+        decision row that exists implies its tool-call and memory rows exist. Returns decisions inserted.
+        """
+        batch = captures if isinstance(captures, RowBatch) else RowBatch.of(captures)
+        for table in ("tool_calls", "memory_entries", "decisions"):
+            columns = batch.columns(table)
+            if columns:
+                token = f"{dedup_token}:{table}" if dedup_token else None
+                self.insert(table, columns, dedup_token=token)
+        return len(batch)
+
+    # reads -----------------------------------------------------------------------------------------
+    def latest_decision(self, decision_id: str) -> dict[str, Any] | None:
+        """The current version of one decision (with ``failed_any`` folding in failure flags), or None."""
+        rows = self.query(
+            "SELECT * FROM decisions_current WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
+        )
+        return rows[0] if rows else None
+
+    def latest_decisions(
+        self, decision_ids: Sequence[str], *, columns: Sequence[str] = ("decision_id", "content_sha256")
+    ) -> dict[str, dict[str, Any]]:
+        """Current version of many decisions, keyed by id; only ``columns`` are read (ingest uses the
+        default to spot same-id-different-content before inserting)."""
+        cols = ", ".join(check_identifier(c, "column") for c in dict.fromkeys(["decision_id", *columns]))
+        found: dict[str, dict[str, Any]] = {}
+        ids = list(dict.fromkeys(decision_ids))
+        for start in range(0, len(ids), _UPDATE_CHUNK):
+            chunk = ids[start : start + _UPDATE_CHUNK]
+            for row in self.query(
+                f"SELECT {cols} FROM decisions FINAL WHERE decision_id IN {{ids:Array(String)}}",
+                {"ids": chunk},
+            ):
+                found[row["decision_id"]] = row
+        return found
+
+    def decision_exists(self, decision_id: str) -> bool:
+        rows = self.query(
+            "SELECT count() AS n FROM decisions WHERE decision_id = {id:String}", {"id": decision_id}
+        )
+        return bool(rows and rows[0]["n"])
+
+    # state changes ---------------------------------------------------------------------------------
+    def update_decisions(
+        self, decision_ids: Sequence[str], changes: Mapping[str, Any], *, version: int | None = None
+    ) -> None:
+        """Write a new version of each listed decision with ``changes`` applied (all other columns are
+        copied from its current version, inside the engine). Decisions whose current version is already
+        >= ``version`` are left alone, so a late or repeated update never rolls state back.
+        """
+        if not changes:
+            raise IndexError_("update_decisions needs at least one column to change")
+        version = state_version() if version is None else version
+        types = self.column_types("decisions")
+        replace: list[str] = []
+        params: dict[str, Any] = {"version": version}
+        for i, (column, value) in enumerate(changes.items()):
+            if column not in types or column in ("decision_id", "agent_id", "captured_at", "version"):
+                raise IndexError_(f"decisions: column {column!r} cannot be updated")
+            base, nullable = base_type(types[column])
+            param_type = f"Nullable({base})" if nullable else base
+            replace.append(f"{{c{i}:{param_type}}} AS {column}")
+            params[f"c{i}"] = value
+        replace.append("{version:UInt64} AS version")
+        # The filter sits in a subquery: in ClickHouse a REPLACE alias would shadow the column in WHERE.
+        sql = (
+            f"INSERT INTO decisions SELECT * REPLACE ({', '.join(replace)}) FROM "
+            "(SELECT * FROM decisions FINAL WHERE decision_id IN {ids:Array(String)} "
+            "AND version < {version:UInt64})"
+        )
+        ids = list(dict.fromkeys(decision_ids))
+        for start in range(0, len(ids), _UPDATE_CHUNK):
+            self.command(sql, {**params, "ids": ids[start : start + _UPDATE_CHUNK]})
+
+    def delete_decisions(self, decision_ids: Sequence[str]) -> None:
+        """Remove decisions and their tool-call / memory rows from the index (lightweight DELETE).
+        Callers log the deletion in ``deletions`` and check legal hold first; this does neither."""
+        ids = list(dict.fromkeys(decision_ids))
+        for start in range(0, len(ids), _UPDATE_CHUNK):
+            chunk = {"ids": ids[start : start + _UPDATE_CHUNK]}
+            for table in ("tool_calls", "memory_entries", "decisions"):
+                self.command(f"DELETE FROM {table} WHERE decision_id IN {{ids:Array(String)}}", chunk)
+
+    def optimize(self, table: str, *, final: bool = True) -> None:
+        """Force a merge (tests and maintenance only; queries never depend on it)."""
+        check_identifier(table, "table")
+        self.command(f"OPTIMIZE TABLE {table}{' FINAL' if final else ''}")
+
+
+# --- small helpers -------------------------------------------------------------------------------------
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]
+
+
+def escape_literal(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def redact_url(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.password:
+        netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@")
+        return urlunparse(parsed._replace(netloc=netloc))
+    return url
