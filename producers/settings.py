@@ -33,6 +33,12 @@ class BlackboxSettings(BaseSettings):
         900_000, description="Encoded captures above this go by claim check (below the broker's limit)."
     )
 
+    capture_sample_one_in: int = Field(
+        100,
+        ge=0,
+        description="Routine decisions captured in full: one in N, chosen from the decision id (0: none).",
+    )
+
     # blob store
     blob: Literal["local", "s3"] = "local"
     blob_dir: Path | None = Field(None, description="Local blob directory; default <data_dir>/blobs.")
