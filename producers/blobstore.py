@@ -1,0 +1,314 @@
+"""Blob stores: where claim-checked captures and ingest segments live.
+
+One small :class:`BlobStore` protocol, two implementations that pass the same contract suite:
+:class:`LocalBlobStore` (a directory; the embedded default) and :class:`S3BlobStore` (any
+S3-compatible server through the ``minio`` SDK). Keys are ``/``-separated relative paths such as
+``claims/agt_1/dec_01.../<sha256>.avro``.
+
+The contract, for both:
+
+- ``put`` is atomic: a reader sees the whole old object or the whole new one, never a part.
+  ``put`` of an existing key overwrites it (deterministic keys make redelivery idempotent).
+- ``get(key, offset=, length=)`` returns ``data[offset:offset + length]`` (``length=None``: to the
+  end). A range past the end is truncated to the end; a range that *starts* at or past the end of
+  a non-empty object raises :class:`BlobStoreError`; any range of an empty object is ``b""``.
+- ``delete`` is idempotent; ``exists`` is a cheap check; ``list(prefix)`` yields keys starting
+  with ``prefix`` (a string prefix, as in S3) in lexicographic order.
+- A missing key raises :class:`BlobNotFound`; every other failure raises :class:`BlobStoreError`
+  (library errors are wrapped with ``from``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from schemas.errors import BlobNotFound, BlobStoreError
+
+if TYPE_CHECKING:
+    from producers.settings import BlackboxSettings
+
+__all__ = ["BlobStore", "LocalBlobStore", "S3BlobStore", "open_blob_store", "validate_key"]
+
+_TEMP_MARK = ".tmp-"
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Put, range-get, delete and list immutable-by-key blobs."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def list(self, prefix: str = "") -> Iterator[str]: ...
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a safe relative object key; raise :class:`BlobStoreError` otherwise.
+
+    The same rule applies to every store so a key valid on one is valid on all: non-empty
+    ``/``-separated segments, none of them ``.`` or ``..``, no backslash or NUL, no temp marker.
+    """
+    if not key or key.startswith("/") or "\\" in key or "\x00" in key:
+        raise BlobStoreError(f"invalid blob key {key!r}")
+    for segment in key.split("/"):
+        if segment in ("", ".", "..") or segment.startswith(_TEMP_MARK):
+            raise BlobStoreError(f"invalid blob key {key!r}")
+    return key
+
+
+def _check_range(offset: int, length: int | None) -> None:
+    if offset < 0 or (length is not None and length < 0):
+        raise BlobStoreError(f"invalid range offset={offset} length={length}")
+
+
+class LocalBlobStore:
+    """Blobs as files under ``root``; writes go to a temp file, are fsync'd, then renamed."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BlobStoreError(f"cannot create blob directory {self.root}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"LocalBlobStore({str(self.root)!r})"
+
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*validate_key(key).split("/"))
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        tmp = path.with_name(f"{_TEMP_MARK}{path.name}.{uuid.uuid4().hex}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise BlobStoreError(f"put {key}: {exc}") from exc
+
+    def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        _check_range(offset, length)
+        path = self._path(key)
+        try:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size and offset >= size:
+                    raise BlobStoreError(f"get {key}: range starts at {offset}, past the end ({size} bytes)")
+                if length == 0 or not size:
+                    return b""
+                fh.seek(offset)
+                return fh.read() if length is None else fh.read(length)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise BlobNotFound(f"no blob {key}") from exc
+        except OSError as exc:
+            raise BlobStoreError(f"get {key}: {exc}") from exc
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            path.unlink(missing_ok=True)
+        except IsADirectoryError:
+            return
+        except OSError as exc:
+            raise BlobStoreError(f"delete {key}: {exc}") from exc
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        # Walk only the directory the prefix names, then filter by string prefix (S3 semantics).
+        base_dir, _, _ = prefix.rpartition("/")
+        start = self.root.joinpath(*base_dir.split("/")) if base_dir else self.root
+        if not start.is_dir():
+            return iter(())
+        keys: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(start):
+            rel = Path(dirpath).relative_to(self.root).as_posix()
+            rel = "" if rel == "." else rel + "/"
+            dirnames[:] = [
+                d for d in dirnames if (rel + d + "/").startswith(prefix) or prefix.startswith(rel + d)
+            ]
+            keys.extend(
+                rel + name
+                for name in filenames
+                if not name.startswith(_TEMP_MARK) and (rel + name).startswith(prefix)
+            )
+        return iter(sorted(keys))
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class S3BlobStore:
+    """Blobs in one bucket of an S3-compatible server (MinIO, AWS S3) through the ``minio`` SDK.
+
+    The bucket is created on first use if missing. Network and server errors are wrapped as
+    :class:`BlobStoreError`; a missing object as :class:`BlobNotFound`.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        access_key: str,
+        secret_key: str,
+        bucket: str,
+        secure: bool = False,
+        *,
+        http_client: Any = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        retries: int = 3,
+    ) -> None:
+        from minio import Minio
+
+        if http_client is None:
+            import urllib3
+
+            http_client = urllib3.PoolManager(
+                timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+                maxsize=16,
+                retries=urllib3.Retry(
+                    total=retries, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504)
+                ),
+            )
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self._client = Minio(
+            endpoint, access_key=access_key, secret_key=secret_key, secure=secure, http_client=http_client
+        )
+        self._bucket_ready = False
+
+    def __repr__(self) -> str:
+        return f"S3BlobStore(endpoint={self.endpoint!r}, bucket={self.bucket!r})"
+
+    @classmethod
+    def from_settings(cls, settings: BlackboxSettings) -> S3BlobStore:
+        return cls(
+            settings.s3_endpoint,
+            settings.s3_access_key,
+            settings.s3_secret_key.get_secret_value(),
+            settings.s3_bucket,
+            settings.s3_secure,
+        )
+
+    def _ensure_bucket(self) -> None:
+        if self._bucket_ready:
+            return
+        from minio.error import S3Error
+
+        try:
+            if not self._client.bucket_exists(self.bucket):
+                try:
+                    self._client.make_bucket(self.bucket)
+                except S3Error as exc:  # another process created it between the two calls
+                    if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                        raise
+        except Exception as exc:
+            raise _wrap(exc, f"bucket {self.bucket}") from exc
+        self._bucket_ready = True
+
+    def put(self, key: str, data: bytes) -> None:
+        validate_key(key)
+        self._ensure_bucket()
+        try:
+            self._client.put_object(self.bucket, key, io.BytesIO(data), len(data))
+        except Exception as exc:
+            raise _wrap(exc, f"put {key}") from exc
+
+    def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        validate_key(key)
+        _check_range(offset, length)
+        if length == 0:
+            self._stat(key)  # still report a missing key
+            return b""
+        self._ensure_bucket()
+        response = None
+        try:
+            response = self._client.get_object(self.bucket, key, offset=offset, length=length or 0)
+            return bytes(response.read())
+        except Exception as exc:
+            if getattr(exc, "code", None) == "InvalidRange" and self._stat(key) == 0:
+                return b""
+            raise _wrap(exc, f"get {key}") from exc
+        finally:
+            if response is not None:
+                response.close()
+                response.release_conn()
+
+    def _stat(self, key: str) -> int:
+        self._ensure_bucket()
+        try:
+            return int(self._client.stat_object(self.bucket, key).size or 0)
+        except Exception as exc:
+            raise _wrap(exc, f"stat {key}") from exc
+
+    def delete(self, key: str) -> None:
+        validate_key(key)
+        self._ensure_bucket()
+        try:
+            self._client.remove_object(self.bucket, key)
+        except Exception as exc:
+            if isinstance(_wrap(exc, ""), BlobNotFound):
+                return
+            raise _wrap(exc, f"delete {key}") from exc
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._stat(validate_key(key))
+        except BlobNotFound:
+            return False
+        return True
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        self._ensure_bucket()
+        try:
+            names = [
+                obj.object_name
+                for obj in self._client.list_objects(self.bucket, prefix=prefix, recursive=True)
+            ]
+        except Exception as exc:
+            raise _wrap(exc, f"list {prefix}") from exc
+        return iter(sorted(name for name in names if name is not None))
+
+
+def _wrap(exc: Exception, what: str) -> BlobStoreError:
+    """Translate a minio / urllib3 error into the blackbox error tree."""
+    if isinstance(exc, BlobStoreError):
+        return exc
+    code = getattr(exc, "code", None)
+    if code in ("NoSuchKey", "NoSuchBucket", "NoSuchObject", "ResourceNotFound"):
+        return BlobNotFound(f"{what}: {code}")
+    return BlobStoreError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def open_blob_store(settings: BlackboxSettings) -> BlobStore:
+    """The blob store the settings name: ``local`` (``resolved_blob_dir``) or ``s3`` (MinIO/S3)."""
+    if settings.blob == "s3":
+        return S3BlobStore.from_settings(settings)
+    return LocalBlobStore(settings.resolved_blob_dir)

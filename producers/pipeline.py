@@ -1,0 +1,139 @@
+"""From a capture (or flag) in JSON form to the bytes a transport sends: the recorder's worker step.
+
+Per capture, in this order (DESIGN decisions 1, 5, 6):
+
+1. the capture policy picks the level, unless the capture already names one;
+2. :func:`producers.evidence.seal` fills every hash, the working-set root and the signature —
+   over the *full* content, so a structured-only capture keeps every hash;
+3. structured-only: the content parts are dropped (the signature still verifies);
+4. :func:`schemas.codec.encode_capture`;
+5. above ``max_message_bytes``: the bytes go to the blob store and a claim-check event replaces them.
+
+A failure raises :class:`StageFailed` naming the stage, so the recorder can report where a capture
+was lost. Nothing here touches threads, queues or the transport.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from producers.claimcheck import ClaimChecker
+from producers.policy import CapturePolicy
+from schemas.codec import encode_capture, encode_event
+from schemas.errors import BlackboxError, ContractError, TransportError
+
+if TYPE_CHECKING:
+    from producers.evidence import Signer
+
+__all__ = ["Prepared", "Stage", "StageFailed", "prepare_capture", "prepare_flag", "sign_flag"]
+
+Stage = Literal["queue", "build", "seal", "encode", "claim_check", "send", "delivery", "close"]
+
+
+class StageFailed(Exception):
+    """Internal: ``error`` (a :class:`BlackboxError`) happened at ``stage``."""
+
+    def __init__(self, stage: Stage, error: BlackboxError) -> None:
+        self.stage = stage
+        self.error = error
+        super().__init__(f"{stage}: {error}")
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The message value to send, and whether it is a claim check standing in for the capture."""
+
+    data: bytes
+    claim_checked: bool = False
+
+
+def prepare_capture(
+    capture: dict[str, Any],
+    *,
+    signer: Signer,
+    policy: CapturePolicy,
+    claims: ClaimChecker | None,
+    max_message_bytes: int,
+    owned: bool = False,
+) -> Prepared:
+    """Seal, strip (structured-only), encode and claim-check one capture.
+
+    ``owned=True`` lets sealing fill ``capture`` in place (the caller built it and drops it).
+    """
+    from producers.evidence import seal
+
+    stage: Stage = "build"
+    try:
+        if capture.get("captureLevel") is None:
+            if not owned:
+                capture = dict(capture)
+            capture["captureLevel"] = policy.level(
+                decision_id=capture["decisionId"], consequential=bool(capture["consequential"]["flagged"])
+            )
+        stage = "seal"
+        sealed = policy.apply(seal(capture, signer, copy=not owned))
+        stage = "encode"
+        data = encode_capture(sealed)
+        if len(data) <= max_message_bytes:
+            return Prepared(data)
+        stage = "claim_check"
+        if claims is None:
+            raise TransportError(
+                f"capture is {len(data)} bytes, above max_message_bytes={max_message_bytes}, "
+                "and no blob store is configured for a claim check"
+            )
+        return Prepared(
+            encode_event("claim_check", claims.check_in(data, capture=sealed)), claim_checked=True
+        )
+    except Exception as exc:
+        raise StageFailed(stage, as_blackbox(exc)) from exc
+
+
+def prepare_flag(value: dict[str, Any], *, signer: Signer | None) -> Prepared:
+    """Sign (when a signer is given) and encode one flag event."""
+    stage: Stage = "seal"
+    try:
+        if signer is not None:
+            value = sign_flag(value, signer)
+        stage = "encode"
+        return Prepared(encode_event("flag", value))
+    except Exception as exc:
+        raise StageFailed(stage, as_blackbox(exc)) from exc
+
+
+def sign_flag(value: dict[str, Any], signer: Signer) -> dict[str, Any]:
+    """The flag event with its ``signature`` block: ed25519 over the DSSE PAE of the RFC 8785 bytes
+    of the event without ``signature`` (payload type ``FLAG_PAYLOAD_TYPE``), as in the flag schema.
+
+    A verifier rebuilds the DSSE envelope (payload = those canonical bytes, keyid = publicKeyRef)
+    and calls :func:`producers.evidence.verify_event`.
+    """
+    from producers.evidence import FLAG_PAYLOAD_TYPE, canonical_json, pae
+    from producers.evidence.dsse import b64encode
+
+    unsigned = {key: item for key, item in value.items() if key != "signature"}
+    payload = canonical_json(unsigned, path="flag")
+    signature = signer.sign(pae(FLAG_PAYLOAD_TYPE, payload))
+    return {
+        **unsigned,
+        "signature": {
+            "algorithm": "ed25519",
+            "publicKeyRef": signer.public_key_ref,
+            "signatureBytes": "base64:" + b64encode(signature),
+        },
+    }
+
+
+def as_blackbox(exc: BaseException) -> BlackboxError:
+    """``exc`` itself if it is a blackbox error, else wrapped (cause kept)."""
+    if isinstance(exc, BlackboxError):
+        return exc
+    message = f"{type(exc).__name__}: {exc}"
+    wrapped = (
+        ContractError(message)
+        if isinstance(exc, (TypeError, ValueError, KeyError))
+        else BlackboxError(message)
+    )
+    wrapped.__cause__ = exc
+    return wrapped

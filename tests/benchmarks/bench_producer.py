@@ -1,0 +1,283 @@
+"""Producer benchmark (not collected by pytest): the Recorder into the real broker, beside its floor.
+
+    python tests/benchmarks/bench_producer.py [--bootstrap 127.0.0.1:9092] [--sizes 20000,120000]
+                                              [--count-20k 6000] [--count-120k 1200] [--rate 1000]
+
+For each capture size, in the same run:
+
+* **floor**: raw confluent-kafka producing the same already-encoded capture bytes, plus one sha256
+  over them and one ed25519 signature per capture (same producer settings: idempotent, acks=all,
+  zstd, same linger) — what any signed producer must at least pay;
+* **recorder throughput**: full-capture decisions recorded through the public API as fast as the
+  caller can go (consequential, so none is dropped and all are full size), from the first call to
+  ``flush()`` returning with every capture acknowledged by the broker;
+* **caller cost**: the time the runtime's thread spends in the recorder per decision (``decision()``
+  … ``finish()``, including rendering the context), p50/p99/max, at a paced rate (``--rate``/s, a
+  realistic load below capacity) while the worker runs.
+
+Targets (DESIGN): throughput >= 0.5x floor and >= 5,000/s at ~20 KB; caller p99 < 1 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import resource
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "producers" / "recorder"))
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from recorder_testdata import configure, make_content, new_signer, record
+
+from producers.policy import CapturePolicy
+from producers.recorder import Recorder
+from producers.transport import KafkaTransport
+
+VARIANTS = 16
+LINGER_MS = 10
+
+
+def create_topic(bootstrap: str) -> str:
+    topic = f"bench.producer.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)]).values():
+        future.result(30)
+    return topic
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        with contextlib.suppress(Exception):
+            future.result(30)
+
+
+def encoded_captures(size: int) -> list[bytes]:
+    """The exact bytes the recorder sends for the benchmark's decisions (full captures)."""
+    sent: list[bytes] = []
+
+    class Capture:
+        def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+            sent.append(value)
+            on_delivery(None)
+
+        def poll(self, timeout: float = 0.0) -> int:
+            return 0
+
+        def flush(self, timeout: float | None = None) -> int:
+            return 0
+
+        def close(self, timeout: float | None = None) -> None:
+            return None
+
+    rec = Recorder(agent_id="agt_bench", transport=Capture(), signer=new_signer())
+    configure(rec)
+    for seed in range(VARIANTS):
+        record(rec, make_content(size, seed=seed), consequential=True)
+    rec.close()
+    return sent
+
+
+def floor(bootstrap: str, topic: str, payloads: list[bytes], count: int) -> float:
+    signer = new_signer()
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": "zstd",
+            "linger.ms": LINGER_MS,
+            "batch.size": 4 * 1024 * 1024,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+        }
+    )
+    producer.produce(topic, payloads[0], key=b"agt_bench")  # connect before timing
+    producer.flush(30)
+    delivered = 0
+    failed = 0
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal delivered, failed
+        if err is None:
+            delivered += 1
+        else:
+            failed += 1
+
+    start = time.perf_counter()
+    for i in range(count):
+        data = payloads[i % len(payloads)]
+        digest = hashlib.sha256(data).digest()
+        signer.sign(digest)
+        while True:
+            try:
+                producer.produce(topic, data, key=b"agt_bench", on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 64 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    elapsed = time.perf_counter() - start
+    assert delivered == count and not failed, (delivered, failed)
+    return elapsed
+
+
+def recorder_throughput(bootstrap: str, topic: str, size: int, count: int) -> float:
+    contents = [make_content(size, seed=seed) for seed in range(VARIANTS)]
+    errors: list[Any] = []
+    transport = KafkaTransport(bootstrap=bootstrap, topic=topic, linger_ms=LINGER_MS)
+    rec = Recorder(
+        agent_id="agt_bench",
+        transport=transport,
+        signer=new_signer(),
+        policy=CapturePolicy(sample_one_in=0),
+        queue_size=2_000,
+        consequential_wait=60.0,
+        on_error=errors.append,
+    )
+    configure(rec)
+    record(rec, contents[0], consequential=True)  # connect before timing
+    rec.flush(30)
+    start = time.perf_counter()
+    for i in range(count):
+        record(rec, contents[i % VARIANTS], consequential=True)
+    ok = rec.flush(120)
+    elapsed = time.perf_counter() - start
+    stats = rec.stats
+    rec.close()
+    assert ok and not errors and stats.delivered == count + 1, (stats, errors[:3])
+    return elapsed
+
+
+def caller_cost(
+    bootstrap: str, topic: str, size: int, count: int, rate: float
+) -> tuple[list[float], list[float]]:
+    """Per decision: wall time on the caller's thread, and that thread's own CPU time (the wall time
+    minus GIL waits and OS preemption by other processes)."""
+    contents = [make_content(size, seed=seed) for seed in range(VARIANTS)]
+    rec = Recorder(
+        agent_id="agt_bench",
+        transport=KafkaTransport(bootstrap=bootstrap, topic=topic, linger_ms=LINGER_MS),
+        signer=new_signer(),
+        policy=CapturePolicy(sample_one_in=0),
+        queue_size=10_000,
+    )
+    configure(rec)
+    for i in range(50):  # warm up
+        record(rec, contents[i % VARIANTS], consequential=True)
+    rec.flush(30)
+    durations: list[float] = []
+    cpu: list[float] = []
+    interval = 1.0 / rate
+    next_at = time.perf_counter()
+    for i in range(count):
+        now = time.perf_counter()
+        if next_at > now:
+            time.sleep(next_at - now)
+        next_at += interval
+        c0 = time.thread_time_ns()
+        t0 = time.perf_counter_ns()
+        record(rec, contents[i % VARIANTS], consequential=True)
+        durations.append((time.perf_counter_ns() - t0) / 1000)
+        cpu.append((time.thread_time_ns() - c0) / 1000)
+    rec.close()
+    assert rec.stats.failed == 0 and rec.stats.dropped_queue_full == 0, rec.stats
+    return durations, cpu
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--sizes", default="20000,120000")
+    parser.add_argument("--count-20k", type=int, default=6_000)
+    parser.add_argument("--count-120k", type=int, default=1_200)
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="alternating floor/recorder runs; medians reported"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=1_000.0,
+        help="decisions/s for the caller-cost run (capped at half capacity)",
+    )
+    parser.add_argument("--caller-count", type=int, default=2_000)
+    parser.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval (s)")
+    args = parser.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
+
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}, "
+        f"switch interval {sys.getswitchinterval() * 1000:.1f} ms"
+    )
+    for size in (int(s) for s in args.sizes.split(",")):
+        count = args.count_20k if size <= 50_000 else args.count_120k
+        payloads = encoded_captures(size)
+        mean = statistics.mean(len(p) for p in payloads)
+        print(f"\n== captures of ~{size / 1000:.0f} KB (encoded mean {mean / 1000:.1f} KB), {count} per run")
+        topic = create_topic(args.bootstrap)
+        floors: list[float] = []
+        recorders: list[float] = []
+        f_cpu: list[float] = []
+        r_cpu: list[float] = []
+        try:
+            for _ in range(args.repeat):
+                c0 = cpu_seconds()
+                f_elapsed = floor(args.bootstrap, topic, payloads, count)
+                c1 = cpu_seconds()
+                r_elapsed = recorder_throughput(args.bootstrap, topic, size, count)
+                c2 = cpu_seconds()
+                floors.append(count / f_elapsed)
+                recorders.append(count / r_elapsed)
+                f_cpu.append((c1 - c0) / count * 1e6)
+                r_cpu.append((c2 - c1) / count * 1e6)
+            f_rate, r_rate = statistics.median(floors), statistics.median(recorders)
+            rate = min(args.rate, 0.5 * r_rate)  # well below capacity: no backpressure
+            durations, caller_cpu = caller_cost(args.bootstrap, topic, size, args.caller_count, rate)
+        finally:
+            delete_topic(args.bootstrap, topic)
+        mb = mean / 1e6
+        print(
+            f"floor     {f_rate:9.0f} captures/s  {f_rate * mb:7.1f} MB/s   "
+            f"process CPU {statistics.median(f_cpu):6.0f} us/capture   runs {[round(x) for x in floors]}"
+        )
+        print(
+            f"recorder  {r_rate:9.0f} captures/s  {r_rate * mb:7.1f} MB/s   "
+            f"process CPU {statistics.median(r_cpu):6.0f} us/capture   runs {[round(x) for x in recorders]}"
+        )
+        print(
+            f"ratio recorder/floor: {r_rate / f_rate:.2f} (median of runs; per run "
+            f"{[round(r / f, 2) for r, f in zip(recorders, floors, strict=True)]})  target >= 0.5"
+            + (" and >= 5000/s" if size <= 50_000 else "")
+        )
+        print(
+            f"caller cost at {rate:.0f}/s: wall p50 {pct(durations, 0.5):.0f} us, p99 {pct(durations, 0.99):.0f} us, "
+            f"max {max(durations):.0f} us (target p99 < 1000 us); caller-thread CPU p50 "
+            f"{pct(caller_cpu, 0.5):.0f} us, p99 {pct(caller_cpu, 0.99):.0f} us"
+        )
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
