@@ -13,6 +13,7 @@ Parts are named ``system_prompt``, ``memory`` (the whole working-set block), ``m
 from __future__ import annotations
 
 import json
+import json.encoder
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -69,7 +70,9 @@ class RenderedContext:
 
     def messages(self) -> list[dict[str, Any]]:
         if self.format != CHAT_MESSAGES_FORMAT:
-            raise ContractError(f"format {self.format!r} is not a chat messages array", path="renderedContext")
+            raise ContractError(
+                f"format {self.format!r} is not a chat messages array", path="renderedContext"
+            )
         messages = json.loads(self.text)
         if not isinstance(messages, list):
             raise ContractError("rendered context is not a JSON array", path="renderedContext.text")
@@ -87,8 +90,35 @@ class RenderedContext:
         )
 
 
+_encode_basestring: Any = (
+    getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring
+)
+
+
 def _escape(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    """``text`` as escaped inside a JSON string literal (no quotes), as ``json.dumps(ensure_ascii=False)``."""
+    if type(text) is not str:  # not a text part: keep json.dumps' reading of it
+        return json.dumps(text, ensure_ascii=False)[1:-1]
+    return _encode_basestring(text)[1:-1]
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+# The system prompt is usually the same str object in every decision: remember its escaped form.
+_last_escaped: tuple[str, str, int] = ("", "", 0)
+
+
+def _escape_prompt(text: str) -> tuple[str, int]:
+    global _last_escaped
+    cached = _last_escaped  # one read: another thread may replace it
+    if cached[0] is text:
+        return cached[1], cached[2]
+    escaped = _escape(text)
+    size = _utf8_len(escaped)
+    _last_escaped = (text, escaped, size)
+    return escaped, size
 
 
 def render_chat_context(
@@ -99,6 +129,49 @@ def render_chat_context(
     ``memory`` is ``(entryId, renderedContent)`` in context order; entries are joined by a blank
     line inside one system message so the block can be re-rendered as a whole.
     """
+    # Pieces are joined once; span offsets are UTF-8 byte counts (len() for ASCII pieces).
+    pieces: list[str] = [_HEAD]
+    spans: list[ContextSpan] = []
+    at = _HEAD_LEN
+    escaped, size = _escape_prompt(system_prompt)
+    pieces.append(escaped)
+    spans.append(ContextSpan(part="system_prompt", start=at, end=at + size))
+    at += size
+    pieces.append(_MIDDLE)
+    at += _MIDDLE_LEN
+    block_start = at
+    for i, (entry_id, content) in enumerate(memory):
+        if i:
+            pieces.append(_SEPARATOR)
+            at += _SEPARATOR_LEN
+        escaped = _escape(content)
+        size = _utf8_len(escaped)
+        pieces.append(escaped)
+        spans.append(ContextSpan(part=f"memory:{entry_id}", start=at, end=at + size))
+        at += size
+    spans.append(ContextSpan(part="memory", start=block_start, end=at))
+    pieces.append(_USER)
+    at += _USER_LEN
+    escaped = _escape(user_message)
+    size = _utf8_len(escaped)
+    pieces.append(escaped)
+    spans.append(ContextSpan(part="user", start=at, end=at + size))
+    pieces.append(_TAIL)
+    return RenderedContext(format=CHAT_MESSAGES_FORMAT, text="".join(pieces), spans=tuple(spans))
+
+
+_HEAD = '[{"role": "system", "content": "'
+_MIDDLE = '"}, {"role": "system", "content": "'
+_USER = '"}, {"role": "user", "content": "'
+_TAIL = '"}]'
+_SEPARATOR = _escape(MEMORY_SEPARATOR)
+_HEAD_LEN, _MIDDLE_LEN, _USER_LEN, _SEPARATOR_LEN = map(len, (_HEAD, _MIDDLE, _USER, _SEPARATOR))
+
+
+def reference_render_chat_context(
+    *, system_prompt: str, memory: Sequence[tuple[str, str]], user_message: str
+) -> RenderedContext:
+    """The straightforward definition of :func:`render_chat_context` (tests compare the two)."""
     out = bytearray()
     spans: list[ContextSpan] = []
 
@@ -107,7 +180,7 @@ def render_chat_context(
 
     def put_part(part: str, text: str) -> None:
         start = len(out)
-        put(_escape(text))
+        put(json.dumps(text, ensure_ascii=False)[1:-1])
         spans.append(ContextSpan(part=part, start=start, end=len(out)))
 
     put('[{"role": "system", "content": "')
@@ -116,7 +189,7 @@ def render_chat_context(
     block_start = len(out)
     for i, (entry_id, content) in enumerate(memory):
         if i:
-            put(_escape(MEMORY_SEPARATOR))
+            put(json.dumps(MEMORY_SEPARATOR, ensure_ascii=False)[1:-1])
         put_part(f"memory:{entry_id}", content)
     spans.append(ContextSpan(part="memory", start=block_start, end=len(out)))
     put('"}, {"role": "user", "content": "')

@@ -13,6 +13,7 @@ strings and numbers shared — so a runtime may reuse or mutate its objects afte
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -35,6 +36,7 @@ __all__ = [
     "ReplayPolicy",
     "format_timestamp",
     "new_decision_id",
+    "pin_config",
     "snapshot_json",
     "system_clock",
 ]
@@ -114,6 +116,24 @@ class AgentConfig:
             "modelProviderEndpoint": self.endpoint,
             "samplingParameters": dict(self.sampling),
         }
+
+
+def pin_config(config: AgentConfig, *, owned: bool) -> None:
+    """Hash the configuration's parts once, so sealing every decision that uses it skips them.
+
+    The system prompt (a ``str``, immutable) is always pinned; the tool schema (and its JSON text
+    for the codec) only when ``owned`` — the recorder's own snapshot, which nothing mutates.
+    Content that cannot be hashed is left for the worker to refuse with its path.
+    """
+    from producers.evidence.parts import pin_part
+    from schemas.codec import pin_json_text
+
+    with contextlib.suppress(Exception):
+        if type(config.system_prompt) is str:
+            pin_part(config.system_prompt, "text")
+        if owned and config.tool_schema is not None:
+            pin_part(config.tool_schema, "json")
+            pin_json_text(config.tool_schema)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -59,7 +59,8 @@ def prepare_capture(
 ) -> Prepared:
     """Seal, strip (structured-only), encode and claim-check one capture.
 
-    ``owned=True`` lets sealing fill ``capture`` in place (the caller built it and drops it).
+    ``owned=True`` lets sealing fill ``capture`` in place (the caller built it and drops it) and
+    reuse the hashes the SDK pinned on its own configuration snapshots.
     """
     from producers.evidence import seal
 
@@ -72,7 +73,7 @@ def prepare_capture(
                 decision_id=capture["decisionId"], consequential=bool(capture["consequential"]["flagged"])
             )
         stage = "seal"
-        sealed = policy.apply(seal(capture, signer, copy=not owned))
+        sealed = policy.apply(seal(capture, signer, copy=not owned, pinned=owned))
         stage = "encode"
         data = encode_capture(sealed)
         if len(data) <= max_message_bytes:

@@ -37,6 +37,7 @@ from producers.decision import (
     ReplayPolicy,
     format_timestamp,
     new_decision_id,
+    pin_config,
     snapshot_json,
     system_clock,
 )
@@ -214,6 +215,7 @@ class Recorder:
         if "sampling" in config:
             config["sampling"] = self._snapshot(dict(config["sampling"] or {}))
         self.default_config = AgentConfig(**config)
+        pin_config(self.default_config, owned=self._snapshot is snapshot_json)
         return self.default_config
 
     def decision(
@@ -465,6 +467,9 @@ class Recorder:
         except StageFailed as failed:
             self._settle(False, CaptureFailure(decision_id, self.agent_id, kind, failed.stage, failed.error))
             return
+        self._send(kind, decision_id, prepared)
+
+    def _send(self, kind: Literal["capture", "flag"], decision_id: str | None, prepared: Prepared) -> None:
         if prepared.claim_checked:
             with self._lock:
                 self._claimed += 1

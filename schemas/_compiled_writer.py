@@ -62,7 +62,8 @@ def _unknown_keys(record: Mapping[str, Any], names: frozenset[str], record_name:
         raise ValueError(f"record {record_name} has unknown fields: {', '.join(map(str, extra))}")
 
 
-_SMALL = tuple(_zigzag_long(i) for i in range(64))  # 0..63 encode to one byte
+_SMALL_LIMIT = 4096  # non-negative values below this are looked up (0..63: one byte, the rest two)
+_SMALL = tuple(_zigzag_long(i) for i in range(_SMALL_LIMIT))
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "double", "string", "bytes"})
 _TYPE_ERROR = "raise TypeError('expected {what}, got ' + type({v}).__name__)"
 
@@ -134,7 +135,7 @@ class _Compiler:
         elif kind in ("long", "int"):
             check(f"type({v}) is not int", "an integer")
             encode = "_long" if kind == "long" else "_int"
-            emit(f"{indent}out += _SMALL[{v}] if 0 <= {v} < 64 else {encode}({v})")
+            emit(f"{indent}out += _SMALL[{v}] if 0 <= {v} < {_SMALL_LIMIT} else {encode}({v})")
         elif kind == "double":
             check(f"not {_ACCEPTS['double'].format(v=v)}", "a number (ints up to 2**53)")
             emit(f"{indent}out += _double({v})")
@@ -146,13 +147,13 @@ class _Compiler:
             else:
                 check(f"type({v}) is not bytes", "bytes")
                 raw = v
-            emit(f"{indent}out += _SMALL[len({raw})] if len({raw}) < 64 else _long(len({raw}))")
+            emit(f"{indent}out += _SMALL[len({raw})] if len({raw}) < {_SMALL_LIMIT} else _long(len({raw}))")
             emit(f"{indent}out += {raw}")
         elif kind == "array":
             item = self.variable()
             check(f"type({v}) is not list and type({v}) is not tuple", "a list")
             emit(f"{indent}if {v}:")
-            emit(f"{indent}    out += _SMALL[len({v})] if len({v}) < 64 else _long(len({v}))")
+            emit(f"{indent}    out += _SMALL[len({v})] if len({v}) < {_SMALL_LIMIT} else _long(len({v}))")
             emit(f"{indent}    for {item} in {v}:")
             self.value(schema["items"], item, indent + "        ", lines)
             emit(f"{indent}out += b'\\x00'")

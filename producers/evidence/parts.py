@@ -32,6 +32,7 @@ for: ``memoryState.workingSetEntries[1](mem_02).renderedContent``,
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -67,7 +68,34 @@ PART_FIELDS: tuple[PartField, ...] = (
     PartField("externalState", "capturedValue", "capturedValueHash", "json", "observableExternals"),
 )
 
-_REPEATED = JsonHashCache()
+_REPEATED = JsonHashCache(min_chars=256)
+
+# Hashes the SDK computed for content it owns (configuration parts), by object identity and kind.
+_PINS: dict[tuple[int, PartKind], tuple[Any, str]] = {}
+_MAX_PINS = 64
+
+
+def pin_part(value: Any, kind: PartKind) -> str:
+    """Compute the hash of a content value now and remember it for this very object.
+
+    :func:`~producers.evidence.seal` reuses it when the same object is a part of that kind in a
+    capture: always for text (a ``str`` cannot change), and for JSON only with ``pinned=True``
+    (the recorder, which pins its own snapshots, never mutated). The pin keeps the object alive, so
+    its identity cannot be reused by another object.
+    """
+    digest = text_hash(value) if kind == "text" else json_hash(value)
+    if len(_PINS) >= _MAX_PINS:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # a racing thread
+            del _PINS[next(iter(_PINS))]
+    _PINS[(id(value), kind)] = (value, digest)
+    return digest
+
+
+def pinned_hash(value: Any, kind: PartKind) -> str | None:
+    """The hash :func:`pin_part` computed for this object as a part of ``kind``, if any."""
+    pin = _PINS.get((id(value), kind))
+    return pin[1] if pin is not None and pin[0] is value else None
+
 
 # section -> (content keys held by the section itself, {list key: content keys of its records})
 SECTION_CONTENT: dict[str, tuple[frozenset[str], dict[str, frozenset[str]]]] = {}

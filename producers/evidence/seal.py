@@ -16,7 +16,7 @@ from producers.evidence.dsse import b64encode, pae
 from producers.evidence.keys import Signer, key_id_from_ref
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE
 from producers.evidence.merkle import CONTEXT_SET_ALGORITHM
-from producers.evidence.parts import iter_parts
+from producers.evidence.parts import iter_parts, pinned_hash
 from producers.evidence.payload import signing_payload
 from producers.evidence.trust import parse_time
 from schemas.errors import ContractError
@@ -27,7 +27,9 @@ SIGNATURE_PREFIX = "base64:"
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
-def seal(capture: Mapping[str, Any], signer: Signer, *, copy: bool = True) -> dict[str, Any]:
+def seal(
+    capture: Mapping[str, Any], signer: Signer, *, copy: bool = True, pinned: bool = False
+) -> dict[str, Any]:
     """The signed capture: ``capture`` deep-copied (filled in place with ``copy=False``), every hash set.
 
     - Present content: its hash is computed; a hash the caller already supplied must agree, else
@@ -43,6 +45,10 @@ def seal(capture: Mapping[str, Any], signer: Signer, *, copy: bool = True) -> di
     ``copy=False`` skips the deep copy and fills ``capture`` itself (which must be a ``dict``) —
     for a caller that owns the dict and will not touch it again, such as the recorder. On error the
     dict may be partly filled.
+
+    ``pinned=True`` also reuses hashes of JSON parts the SDK pinned on its own snapshots
+    (:func:`~producers.evidence.parts.pin_part`; text pins are always safe to reuse) — for captures
+    the recorder built itself. Input from outside (a file, ``Recorder.record``) is always hashed.
     """
     if copy:
         if not isinstance(capture, Mapping):
@@ -64,11 +70,14 @@ def seal(capture: Mapping[str, Any], signer: Signer, *, copy: bool = True) -> di
     for ref in iter_parts(sealed):
         field, holder = ref.field, ref.holder
         supplied = holder.get(field.hash_key)
-        if holder.get(field.content_key) is None:
+        content = holder.get(field.content_key)
+        if content is None:
             if supplied is not None and not is_hash(supplied):
                 raise ContractError(f"{ref.label}: {supplied!r} is not sha256:<64 hex>", path=ref.hash_path)
             continue
-        computed = ref.compute_hash()
+        computed = (
+            pinned_hash(content, field.kind) if pinned or field.kind == "text" else None
+        ) or ref.compute_hash()
         if supplied is not None and supplied != computed:
             raise ContractError(
                 f"{ref.label}: supplied hash {supplied} disagrees with the content, which hashes to {computed}",
