@@ -1,0 +1,406 @@
+"""One batch, from message bytes to durable segments and index rows.
+
+For every message, in order (steps 1 and 3 run in :mod:`consumers.ingest.prepare`, inline or in
+worker processes; the rest here, in the consumer's process):
+
+1. **decode** (:func:`schemas.codec.decode`). Undecodable bytes (truncated Avro, bad magic byte,
+   unknown fingerprint) are dead-lettered with the reason; the partition keeps moving.
+2. **claim check**: fetch the blob, check its size and sha256, decode it as a capture
+   (:func:`producers.claimcheck.resolve_claim_check`). A missing or mismatching blob is a dead letter.
+   The claim-check blob is left in place: a redelivered reference must still resolve.
+3. **verify** (:func:`producers.evidence.verify_capture`). A capture that fails is *quarantined*:
+   its bytes go to a quarantine segment and a ``quarantine`` row names the reason and the part. It
+   never reaches ``decisions``, so nothing treats it as trusted. Flag events are verified the same
+   way (their inline signature; :mod:`consumers.ingest.flags`); a bad or missing one quarantines the flag.
+4. **dedup** against the index (one query per batch) and within the batch: the same decision id
+   with the same ``content_sha256`` (sha256 of the capture's Avro bytes) is skipped - redelivery is
+   idempotent; with *different* bytes it is quarantined as ``ConflictingDuplicate`` and reported.
+5. **route** by retention class (:mod:`consumers.ingest.classify`), applying flags that arrived
+   earlier or in the same batch, and **write segments**: one PUT per class per batch.
+6. **dead letters** are flushed to the DLQ.
+7. **index rows**: flags, quarantine rows, then tool calls / memory entries / decisions (decisions
+   last, so an existing decision row implies its child rows exist), then a new ``decisions`` version
+   for every already-indexed decision a flag upgrades to consequential.
+
+The caller (:mod:`consumers.ingest.loop`) commits offsets only after :meth:`BatchProcessor.process`
+returns. Failures of the blob store, the index or the DLQ propagate uncommitted; the whole batch is
+safe to run again (segment keys are deterministic, rows are deduplicated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from consumers.index import CaptureRows, Index, flag_row
+from consumers.retention.policy import RetentionPolicy, default_policy
+from producers.blobstore import BlobStore
+from producers.claimcheck import resolve_claim_check
+from producers.evidence import TrustStore
+from schemas.codec import decode
+from schemas.errors import BlobNotFound, ContentHashMismatch, DecodeError, VerificationError
+
+from .dlq import DeadLetter, DeadLetterSink, DlqLimit, DlqLimitState
+from .flags import pending_reasons, upgrade_indexed, verify_flag
+from .prepare import PrepareContext, Prepared, PreparePool, frame_compressor, manifest_json, prepare_capture
+from .segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
+from .source import SourceMessage
+
+__all__ = ["BatchProcessor", "BatchResult", "manifest_json", "source_of", "utc_now"]
+
+logger = logging.getLogger(__name__)
+
+QUARANTINE_CLASS = "quarantine"
+CONFLICT_REASON = "ConflictingDuplicate"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What one batch did. ``conflicts`` lists decision ids quarantined as ConflictingDuplicate."""
+
+    messages: int = 0
+    indexed: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
+    dead_lettered: int = 0
+    flags: int = 0
+    upgraded: int = 0
+    conflicts: tuple[str, ...] = ()
+    segments: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Item:
+    """A message on its way to a segment: a capture (verified or not), or a quarantined flag."""
+
+    message: SourceMessage
+    decision_id: str
+    agent_id: str
+    frame: bytes  # zstd of the capture's Avro bytes (the claim-check body, if any)
+    sha: str
+    rows: CaptureRows | None = None  # verified captures only
+    reason: str = ""  # quarantine reason; empty for a verified capture
+    part: str = ""
+    location: FrameLocation | None = None
+    flag_reason: str | None = None  # a flag made it consequential before it was indexed
+
+    @classmethod
+    def of(cls, message: SourceMessage, p: Prepared) -> _Item:
+        return cls(message, p.decision_id, p.agent_id, p.frame, p.sha, p.rows, p.reason, p.part)
+
+    @property
+    def source(self) -> str:
+        return source_of(self.message)
+
+
+def source_of(m: SourceMessage) -> str:
+    return f"{m.topic}/{m.partition}/{m.offset}"
+
+
+@dataclass(slots=True)
+class _Work:
+    letters: list[DeadLetter] = field(default_factory=list)
+    invalid: list[bool] = field(default_factory=list)
+    captures: list[_Item] = field(default_factory=list)
+    quarantine: list[_Item] = field(default_factory=list)
+    flags: list[tuple[SourceMessage, dict[str, Any]]] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    duplicates: int = 0
+
+
+class BatchProcessor:
+    """Turns a batch of messages into segments, index rows and dead letters (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        store: BlobStore,
+        index: Index,
+        trust: TrustStore | Callable[[], TrustStore],
+        dead_letters: DeadLetterSink,
+        dlq_limit: DlqLimit | None = None,
+        policy: RetentionPolicy | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        level: int = DEFAULT_LEVEL,
+        require_signed_flags: bool = True,
+        workers: int = 0,
+    ) -> None:
+        self.store = store
+        self.index = index
+        self._trust_source = trust
+        self.trust = trust() if callable(trust) else trust
+        self.dead_letters = dead_letters
+        self.policy = policy or default_policy()
+        self.clock = clock
+        self.level = level
+        self.require_signed_flags = require_signed_flags
+        self._dlq = DlqLimitState(dlq_limit or DlqLimit())
+        self._pool = PreparePool(workers)
+        self._trust_keys: tuple[Any, ...] = ()
+        self._trust_version = ""
+        self._trust_seen: TrustStore | None = None
+
+    def close(self) -> None:
+        """Stop the worker processes, if any."""
+        self._pool.close()
+
+    def _context(self, now: datetime) -> PrepareContext:
+        if self.trust is not self._trust_seen:  # a reloaded trust store: workers rebuild theirs
+            self._trust_seen = self.trust
+            self._trust_keys = tuple(self.trust)
+            self._trust_version = uuid.uuid4().hex
+        return PrepareContext(self._trust_keys, self._trust_version, now, self.policy, self.level)
+
+    # --- the whole batch ----------------------------------------------------------------------------
+    def process(
+        self, batch: Sequence[SourceMessage], *, hook: Callable[[str], None] | None = None
+    ) -> BatchResult:
+        """Make ``batch`` durable (see the module docstring); the caller commits afterwards."""
+        now = self.clock()
+        if callable(self._trust_source):  # e.g. re-read when the trust store file changes
+            self.trust = self._trust_source()
+        work = _Work()
+        ctx = self._context(now)
+        prepared = self._pool.run([(m.value, source_of(m)) for m in batch], ctx)
+        for message, p in zip(batch, prepared, strict=True):
+            self._admit(message, p, work, ctx)
+        run = self._dlq.check(work.invalid)  # raises DlqLimitExceeded before anything is written
+
+        flag_values = self._verified_flags(work, now)
+        existing = self._existing(work, flag_values)
+        accepted = self._dedup(work, existing)
+        self._apply_pending_flags(accepted, flag_values)
+        quarantine = self._new_quarantine(work.quarantine)
+
+        segments = self._write_segments(accepted, quarantine)
+        if hook is not None:
+            hook("after_segments")
+        if work.letters:
+            self.dead_letters.send(work.letters)
+            self.dead_letters.flush()
+
+        if flag_values:
+            self.index.insert_flags([flag_row(v, received_at=now) for v in flag_values])
+        if quarantine:
+            self.index.insert_quarantine([self._quarantine_row(item, now) for item in quarantine])
+        if accepted:
+            rows = [self._rows(item) for item in accepted]
+            self.index.insert_captures(rows, dedup_token=_dedup_token(accepted))
+        upgraded = upgrade_indexed(
+            self.index, flag_values, existing, skip={item.decision_id for item in accepted}, now=now
+        )
+
+        self._dlq.accept(run)
+        if work.conflicts:
+            logger.warning(
+                "quarantined %d conflicting duplicates: %s", len(work.conflicts), work.conflicts[:10]
+            )
+        return BatchResult(
+            messages=len(batch),
+            indexed=len(accepted),
+            duplicates=work.duplicates,
+            quarantined=len(quarantine),
+            dead_lettered=len(work.letters),
+            flags=len(flag_values),
+            upgraded=upgraded,
+            conflicts=tuple(work.conflicts),
+            segments=tuple(segments),
+        )
+
+    # --- 1-3: decode, claim check, verify -------------------------------------------------------------
+    def _admit(self, message: SourceMessage, p: Prepared, work: _Work, ctx: PrepareContext) -> None:
+        def dead(reason: str, detail: str) -> None:
+            work.letters.append(DeadLetter(message, reason, detail))
+            work.invalid.append(True)
+
+        if p.kind == "dead":
+            return dead(p.reason, p.detail)
+        if p.kind == "flag":
+            assert p.value is not None
+            work.flags.append((message, p.value))
+            work.invalid.append(False)
+            return None
+        if p.kind == "claim_check":
+            assert p.value is not None
+            try:
+                body = resolve_claim_check(self.store, p.value)
+            except BlobNotFound as exc:
+                return dead("claim_check_missing", f"{type(exc).__name__}: {exc}")
+            except ContentHashMismatch as exc:
+                return dead("claim_check_mismatch", f"{type(exc).__name__}: {exc}")
+            try:
+                inner = decode(body)
+            except DecodeError as exc:
+                return dead("claim_check_undecodable", f"{type(exc).__name__}: {exc}")
+            if inner.kind != "capture":
+                return dead("claim_check_undecodable", f"the blob holds a {inner.kind}, not a capture")
+            p = prepare_capture(body, inner.value, ctx, source=source_of(message))
+        work.invalid.append(False)
+        item = _Item.of(message, p)
+        if p.verified:
+            work.captures.append(item)
+        else:
+            logger.warning("quarantine %s (%s): %s", item.decision_id, item.source, p.detail)
+            work.quarantine.append(item)
+        return None
+
+    def _verified_flags(self, work: _Work, now: datetime) -> list[dict[str, Any]]:
+        """Flag values whose signature verifies; the others are quarantined with their bytes."""
+        good: list[dict[str, Any]] = []
+        for message, value in work.flags:
+            try:
+                verify_flag(value, self.trust, now=now, require_signed=self.require_signed_flags)
+            except VerificationError as exc:
+                item = _Item(
+                    message,
+                    str(value.get("decisionId") or ""),
+                    str(value.get("agentId") or ""),
+                    self._compress(message.value),
+                    "sha256:" + hashlib.sha256(message.value).hexdigest(),
+                    reason=f"flag {type(exc).__name__}",
+                    part=exc.part,
+                )
+                logger.warning("quarantine flag for %s (%s): %s", item.decision_id, item.source, exc)
+                work.quarantine.append(item)
+                continue
+            good.append(value)
+        return good
+
+    # --- 4: dedup ----------------------------------------------------------------------------------------
+    def _existing(self, work: _Work, flags: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        ids = [item.decision_id for item in work.captures] + [str(f["decisionId"]) for f in flags]
+        if not ids:
+            return {}
+        return self.index.latest_decisions(ids, columns=("decision_id", "content_sha256", "consequential"))
+
+    def _dedup(self, work: _Work, existing: Mapping[str, Mapping[str, Any]]) -> list[_Item]:
+        accepted: list[_Item] = []
+        seen: dict[str, str] = {}
+        for item in work.captures:
+            did = item.decision_id
+            row = existing.get(did)
+            known = row["content_sha256"] if row is not None else seen.get(did)
+            if known is None:
+                seen[did] = item.sha
+                accepted.append(item)
+            elif known == item.sha:
+                work.duplicates += 1
+            else:
+                item.reason, item.part = CONFLICT_REASON, "decisionId"
+                logger.warning(
+                    "ConflictingDuplicate: %s arrived again (%s) with %s, already indexed with %s",
+                    did,
+                    item.source,
+                    item.sha,
+                    known,
+                )
+                work.conflicts.append(did)
+                work.quarantine.append(item)
+        return accepted
+
+    def _new_quarantine(self, items: Sequence[_Item]) -> list[_Item]:
+        """Quarantine items not already quarantined (same id, bytes and reason): redelivery is idempotent."""
+        if not items:
+            return []
+        ids = sorted({item.decision_id for item in items})
+        rows = self.index.query(
+            "SELECT DISTINCT decision_id, content_sha256, reason FROM quarantine WHERE decision_id IN {ids:Array(String)}",
+            {"ids": ids},
+        )
+        known = {(r["decision_id"], r["content_sha256"], r["reason"]) for r in rows}
+        fresh: list[_Item] = []
+        for item in items:
+            key = (item.decision_id, item.sha, item.reason)
+            if key not in known:
+                known.add(key)
+                fresh.append(item)
+        return fresh
+
+    # --- 5: flags, classes, segments -------------------------------------------------------------------
+    def _apply_pending_flags(self, accepted: Sequence[_Item], flags: Sequence[Mapping[str, Any]]) -> None:
+        """A flag that arrived before (or with) its capture makes the capture consequential at insert."""
+        if not accepted:
+            return
+        reasons = pending_reasons(self.index, [item.decision_id for item in accepted], flags)
+        for item in accepted:
+            if item.decision_id in reasons:
+                item.flag_reason = reasons[item.decision_id]
+
+    def _write_segments(self, accepted: Sequence[_Item], quarantine: Sequence[_Item]) -> list[str]:
+        groups: dict[str, list[_Item]] = {}
+        for item in accepted:
+            assert item.rows is not None
+            cls = "consequential" if item.flag_reason is not None else item.rows.decision["retention_class"]
+            groups.setdefault(str(cls), []).append(item)
+        if quarantine:
+            groups[QUARANTINE_CLASS] = list(quarantine)
+        keys: list[str] = []
+        for cls, items in groups.items():
+            first = items[0].message
+            writer = SegmentWriter(
+                retention_class=cls,
+                topic=first.topic,
+                partition=first.partition,
+                first_offset=first.offset,
+                level=self.level,
+            )
+            for item in items:
+                writer.append_frame(item.frame)
+            key, body = writer.finish()
+            self.store.put(key, body)
+            for item, location in zip(items, writer.locations(), strict=True):
+                item.location = location
+            keys.append(key)
+        return keys
+
+    def _compress(self, data: bytes) -> bytes:
+        return frame_compressor(self.level).compress(data)
+
+    # --- 7: rows -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _rows(item: _Item) -> CaptureRows:
+        """The prepared rows, placed in their segment (and upgraded by an early flag)."""
+        assert item.rows is not None and item.location is not None
+        decision = item.rows.decision
+        decision["segment_key"] = item.location.key
+        decision["segment_offset"] = item.location.offset
+        decision["segment_length"] = item.location.length
+        if item.flag_reason is not None:
+            decision["retention_class"] = "consequential"  # expiry is retentionDays either way
+            if not decision["consequential"]:
+                decision["consequential"] = True
+                decision["consequential_reason"] = item.flag_reason
+        return item.rows
+
+    @staticmethod
+    def _quarantine_row(item: _Item, now: datetime) -> dict[str, Any]:
+        assert item.location is not None
+        return {
+            "decision_id": item.decision_id,
+            "agent_id": item.agent_id,
+            "reason": item.reason,
+            "part": item.part,
+            "source": item.source,
+            "segment_key": item.location.key,
+            "segment_offset": item.location.offset,
+            "segment_length": item.location.length,
+            "received_at": now,
+            "content_sha256": item.sha,
+        }
+
+
+def _dedup_token(items: Sequence[_Item]) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for item in items:
+        digest.update(item.decision_id.encode())
+        digest.update(item.sha.encode())
+    return "ingest:" + digest.hexdigest()

@@ -1,0 +1,99 @@
+"""Flag events (``flag_consequential``): verified, recorded, and applied to their decision.
+
+A flag may arrive before its capture, with it, or long after (DESIGN decision 5). Each verified flag
+becomes a ``flags`` row (the ``decisions_current`` view folds failure flags into ``failed_any``), and:
+
+- its capture not indexed yet: the row waits in ``flags``; the capture is made consequential when it
+  is indexed (:func:`pending_reasons`, one query per batch);
+- its capture already indexed: a new ``decisions`` version with ``consequential`` and retention class
+  ``consequential`` (:func:`upgrade_indexed`), so compaction keeps its content for ``retentionDays``.
+
+The ``failed`` column keeps meaning "the capture's own outcome"; failure flags are read through
+``failed_any`` rather than rewriting it.
+
+A flag carries an inline signature (schema ``flag/v1``) over the RFC 8785 bytes of the event without
+it, with the DSSE payload type ``FLAG_PAYLOAD_TYPE``. Unsigned flags are refused by default: a forged
+failure flag would change trend results and extend retention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from consumers.index import Index, state_version
+from producers.evidence import FLAG_PAYLOAD_TYPE, TrustStore, canonical_json, verify_event
+from producers.evidence.dsse import b64decode, make_envelope
+from schemas.errors import ContractError, SignatureInvalid
+
+
+def verify_flag(
+    value: Mapping[str, Any], trust: TrustStore, *, now: datetime, require_signed: bool = True
+) -> None:
+    """Raise a VerificationError unless a trusted key signed ``value`` (or it is unsigned and allowed)."""
+    signature = value.get("signature")
+    if signature is None:
+        if require_signed:
+            raise SignatureInvalid("the flag event is not signed", part="signature")
+        return
+    unsigned = {k: v for k, v in value.items() if k != "signature"}
+    encoded = str(signature.get("signatureBytes") or "")
+    try:
+        raw = b64decode(encoded.removeprefix("base64:"))
+        payload = canonical_json(unsigned, path="flag")
+    except (ValueError, ContractError) as exc:
+        raise SignatureInvalid(f"malformed flag signature: {exc}", part="signature") from exc
+    envelope = make_envelope(payload, FLAG_PAYLOAD_TYPE, raw, str(signature.get("publicKeyRef") or ""))
+    verify_event(envelope, trust, at=now)
+
+
+def pending_reasons(
+    index: Index, decision_ids: Sequence[str], batch_flags: Iterable[Mapping[str, Any]]
+) -> dict[str, str]:
+    """``{decision id: reason}`` for the ids flagged earlier (``flags`` table) or in this batch."""
+    reasons: dict[str, str] = {}
+    if decision_ids:
+        for row in index.query(
+            "SELECT decision_id, any(reason) AS reason FROM flags WHERE decision_id IN {ids:Array(String)} "
+            "GROUP BY decision_id",
+            {"ids": list(decision_ids)},
+        ):
+            reasons[row["decision_id"]] = row["reason"]
+    for flag in batch_flags:
+        reasons.setdefault(str(flag["decisionId"]), str(flag.get("reason") or ""))
+    return reasons
+
+
+def upgrade_indexed(
+    index: Index,
+    flags: Sequence[Mapping[str, Any]],
+    existing: Mapping[str, Mapping[str, Any]],
+    *,
+    skip: set[str],
+    now: datetime,
+) -> int:
+    """A new version of each already-indexed, not-yet-consequential decision a flag names; returns how many.
+
+    ``existing`` holds the current rows (at least ``consequential``); ``skip`` the ids indexed by this
+    batch, which were made consequential at insert. Idempotent: a consequential row is left alone.
+    """
+    upgraded = 0
+    done: set[str] = set()
+    for flag in flags:
+        did = str(flag["decisionId"])
+        row = existing.get(did)
+        if did in skip or did in done or row is None or row.get("consequential"):
+            continue
+        done.add(did)
+        index.update_decisions(
+            [did],
+            {
+                "consequential": True,
+                "consequential_reason": str(flag.get("reason") or ""),
+                "retention_class": "consequential",
+            },
+            version=state_version(now),
+        )
+        upgraded += 1
+    return upgraded

@@ -1,0 +1,204 @@
+"""The per-message CPU work of ingest, as one pure function that can run in worker processes.
+
+:func:`prepare` takes one message's bytes and returns a small, picklable :class:`Prepared`: decode,
+full evidence verification, sha256, the compressed segment frame, and the index rows. Everything
+that needs the rest of the batch or a service (dedup, flags, claim-check blobs, writes) stays in
+:mod:`consumers.ingest.batch`.
+
+Verification dominates ingest CPU (every content part is re-hashed, JSON parts canonicalized, the
+Merkle root and the signature recomputed), and the GIL serializes it, so :class:`PreparePool` spreads
+it over worker processes (``spawn``ed: the parent holds librdkafka and chdb threads). With
+``workers=0`` everything runs inline, which is what tests and small deployments use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import multiprocessing
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import zstandard
+
+from consumers.index import CaptureRows, decision_rows
+from consumers.retention.policy import RetentionPolicy
+from producers.evidence import TrustedKey, TrustStore, verify_capture
+from producers.evidence.manifest import manifest_view
+from schemas.codec import decode
+from schemas.errors import ContractError, DecodeError, UnknownFingerprint, VerificationError
+
+from .classify import classify
+from .segments import DEFAULT_LEVEL
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["capture", "flag", "claim_check", "dead"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One message after the per-message work.
+
+    - ``dead``: ``reason`` (a DLQ reason code) and ``detail``.
+    - ``flag`` / ``claim_check``: ``value`` (the small event, verified or resolved by the batch).
+    - ``capture``: ``frame`` (zstd of the capture bytes), ``sha`` and ``size`` of those bytes, and
+      either ``rows`` + ``key_id`` (verified) or ``reason`` + ``part`` (to be quarantined).
+    """
+
+    kind: Kind
+    decision_id: str = ""
+    agent_id: str = ""
+    sha: str = ""
+    size: int = 0
+    frame: bytes = b""
+    rows: CaptureRows | None = None
+    key_id: str = ""
+    reason: str = ""
+    part: str = ""
+    detail: str = ""
+    value: dict[str, Any] | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.kind == "capture" and self.rows is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareContext:
+    """What :func:`prepare` needs besides the bytes; picklable (trust keys, not key objects)."""
+
+    trust_keys: tuple[TrustedKey, ...]
+    trust_version: str  # unique per trust snapshot: worker processes cache the rebuilt store by it
+    now: datetime
+    policy: RetentionPolicy
+    level: int = DEFAULT_LEVEL
+
+
+_trust_cache: dict[str, TrustStore] = {}
+_local = threading.local()
+
+
+def _trust(ctx: PrepareContext) -> TrustStore:
+    store = _trust_cache.get(ctx.trust_version)
+    if store is None:
+        if len(_trust_cache) >= 8:  # old snapshots (reloaded trust stores) are not needed again
+            _trust_cache.clear()
+        store = _trust_cache[ctx.trust_version] = TrustStore(list(ctx.trust_keys))
+    return store
+
+
+def frame_compressor(level: int) -> zstandard.ZstdCompressor:
+    """This thread's compressor for segment frames (a ZstdCompressor must not be shared across threads)."""
+    cache: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
+    if cache is None:
+        cache = _local.compressors = {}
+    comp = cache.get(level)
+    if comp is None:
+        comp = cache[level] = zstandard.ZstdCompressor(
+            level=level, write_checksum=True, write_content_size=True
+        )
+    return comp
+
+
+def prepare(data: bytes, ctx: PrepareContext, *, source: str = "") -> Prepared:
+    """Decode, verify and pre-compute one message (see :class:`Prepared` for the outcomes)."""
+    try:
+        decoded = decode(data)
+    except UnknownFingerprint as exc:
+        return Prepared("dead", reason="unknown_fingerprint", detail=f"{type(exc).__name__}: {exc}")
+    except DecodeError as exc:
+        return Prepared("dead", reason="decode_error", detail=f"{type(exc).__name__}: {exc}")
+    value = decoded.value
+    if decoded.kind == "flag":
+        return Prepared("flag", decision_id=str(value.get("decisionId") or ""), value=value)
+    if decoded.kind == "claim_check":
+        return Prepared("claim_check", decision_id=str(value.get("decisionId") or ""), value=value)
+    return prepare_capture(data, value, ctx, source=source)
+
+
+def prepare_capture(
+    data: bytes, capture: dict[str, Any], ctx: PrepareContext, *, source: str = ""
+) -> Prepared:
+    """The capture half of :func:`prepare`, for bytes already decoded (also used for claim-check bodies)."""
+    decision_id = str(capture.get("decisionId") or "")
+    agent_id = str(capture.get("agentId") or "")
+    sha = "sha256:" + hashlib.sha256(data).hexdigest()
+    frame = frame_compressor(ctx.level).compress(data)
+    common: dict[str, Any] = {
+        "decision_id": decision_id,
+        "agent_id": agent_id,
+        "sha": sha,
+        "size": len(data),
+        "frame": frame,
+    }
+    try:
+        report = verify_capture(capture, _trust(ctx), at=ctx.now)
+    except VerificationError as exc:
+        return Prepared("capture", reason=type(exc).__name__, part=exc.part, detail=str(exc), **common)
+    except ContractError as exc:  # not even shaped like evidence
+        return Prepared("capture", reason="ContractError", part=exc.path, detail=str(exc), **common)
+    try:
+        retention = classify(capture, policy=ctx.policy)
+        rows = decision_rows(
+            capture,
+            capture_bytes=len(data),
+            content_sha256=sha,
+            manifest_json=manifest_json(capture),
+            key_id=report.key_id,
+            source=source,
+            ingested_at=ctx.now,
+            retention_class=retention.retention_class,
+            retention_days=retention.retention_days,
+            expires_at=retention.expires_at,
+        )
+    except ContractError as exc:  # verified, yet not indexable (e.g. a malformed capturedAt)
+        return Prepared("capture", reason="ContractError", part=exc.path, detail=str(exc), **common)
+    return Prepared("capture", rows=rows, key_id=report.key_id, **common)
+
+
+def manifest_json(capture: Any) -> str:
+    """The capture without its content parts, signature kept: enough to verify a compacted decision."""
+    view = manifest_view(capture)
+    view["signature"] = capture.get("signature")
+    return json.dumps(view, ensure_ascii=False, separators=(",", ":"))
+
+
+def _prepare_chunk(items: Sequence[tuple[bytes, str]], ctx: PrepareContext) -> list[Prepared]:
+    return [prepare(data, ctx, source=source) for data, source in items]
+
+
+class PreparePool:
+    """Runs :func:`prepare` over a batch, inline (``workers=0``) or in ``workers`` spawned processes."""
+
+    def __init__(self, workers: int = 0) -> None:
+        if workers < 0:
+            raise ValueError("workers must be >= 0")
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        if workers:
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            )
+
+    def run(self, items: Sequence[tuple[bytes, str]], ctx: PrepareContext) -> list[Prepared]:
+        """``prepare`` for every ``(bytes, source)`` in order."""
+        if self._pool is None or len(items) < 2 * self.workers:
+            return _prepare_chunk(items, ctx)
+        chunks = self.workers * 2
+        size = -(-len(items) // chunks)
+        parts = [items[i : i + size] for i in range(0, len(items), size)]
+        out: list[Prepared] = []
+        for chunk in self._pool.map(_prepare_chunk, parts, [ctx] * len(parts)):
+            out.extend(chunk)
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

@@ -1,0 +1,172 @@
+"""Wiring: settings → source, blob store, index, trust store, DLQ → one ingest loop.
+
+``transport = "kafka"`` consumes the topic as group ``consumer_group`` and dead-letters to
+``dlq_topic``; ``transport = "spool"`` (embedded) reads the local spool, keeps its checkpoint in
+``<data_dir>/ingest/spool-checkpoint.json`` and writes dead letters under ``<data_dir>/dlq``. The
+trust store file is re-read before a batch whenever it changed, so adding a key needs no restart.
+
+``BLACKBOX_FAULT`` (crash tests only) is read here, once, when the service is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from consumers.index import Index, open_index
+from consumers.retention.policy import RetentionPolicy, policy_for_settings
+from producers.blobstore import BlobStore, open_blob_store
+from producers.evidence import TrustStore
+from producers.settings import BlackboxSettings
+
+from .batch import BatchProcessor
+from .consumer import KafkaSource
+from .dlq import DeadLetterSink, DlqLimit, KafkaDeadLetters, LocalDeadLetters
+from .loop import IngestLoop, LoopConfig, LoopStats, kill_at
+from .source import Source
+from .spool_source import SpoolSource
+
+logger = logging.getLogger(__name__)
+
+FAULT_ENV = "BLACKBOX_FAULT"
+
+
+def parse_kafka_options(options: list[str] | tuple[str, ...]) -> dict[str, str] | None:
+    """``["key=value", ...]`` (CLI ``--kafka-option``) as a librdkafka config dict."""
+    config: dict[str, str] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--kafka-option wants KEY=VALUE, got {option!r}")
+        config[key.strip()] = value.strip()
+    return config or None
+
+
+class ReloadingTrust:
+    """The trust store file, re-read when its modification time or size changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._stamp: tuple[int, int] | None = None
+        self._store = TrustStore()
+        self()
+
+    def __call__(self) -> TrustStore:
+        try:
+            st = self.path.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            stamp = (0, -1)
+        if stamp != self._stamp:
+            if stamp[1] < 0:
+                logger.warning(
+                    "no trust store at %s: every capture will be quarantined (KeyNotTrusted)", self.path
+                )
+            self._store = TrustStore.load(self.path, missing_ok=True)
+            self._stamp = stamp
+        return self._store
+
+
+@dataclass
+class IngestService:
+    """A running ingest: call :meth:`run`, then :meth:`close` (also a context manager)."""
+
+    loop: IngestLoop
+    source: Source
+    processor: BatchProcessor
+    index: Index
+    store: BlobStore
+    dead_letters: DeadLetterSink
+    owns_index: bool = True
+
+    def run(self, *, drain: bool = False, max_batches: int | None = None) -> LoopStats:
+        return self.loop.run(drain=drain, max_batches=max_batches)
+
+    def stop(self) -> None:
+        self.loop.stop()
+
+    def close(self) -> None:
+        """Release everything, each step even if an earlier one failed."""
+        steps = [self.source.close, self.processor.close, self.dead_letters.close]
+        if self.owns_index:
+            steps.append(self.index.close)
+        error: BaseException | None = None
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # keep closing the rest; re-raise the first failure
+                error = error or exc
+        if error is not None:
+            raise error
+
+    def __enter__(self) -> IngestService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_service(
+    settings: BlackboxSettings,
+    *,
+    batch_size: int = 500,
+    max_wait: float = 1.0,
+    fault: str | None = None,
+    index: Index | None = None,
+    store: BlobStore | None = None,
+    trust: TrustStore | None = None,
+    database: str | None = None,
+    kafka_config: dict[str, Any] | None = None,
+    dlq_limit: DlqLimit | None = None,
+    policy: RetentionPolicy | None = None,
+    loop_config: LoopConfig | None = None,
+    workers: int = 0,
+) -> IngestService:
+    """An :class:`IngestService` from ``settings``; explicit arguments win (tests, benchmarks).
+
+    ``workers`` > 0 decodes and verifies in that many worker processes (see
+    :mod:`consumers.ingest.prepare`); 0 does it inline.
+    """
+    if fault is None:
+        fault = os.environ.get(FAULT_ENV) or None
+    hook = kill_at(fault)
+    owns_index = index is None
+    index = index or open_index(settings, database=database)
+    try:
+        store = store or open_blob_store(settings)
+        dead_letters: DeadLetterSink
+        source: Source
+        if settings.transport == "kafka":
+            dead_letters = KafkaDeadLetters(bootstrap=settings.kafka_bootstrap, topic=settings.dlq_topic)
+            source = KafkaSource(
+                bootstrap=settings.kafka_bootstrap,
+                topic=settings.topic,
+                group=settings.consumer_group,
+                config=kafka_config,
+            )
+        else:
+            dead_letters = LocalDeadLetters(settings.data_dir / "dlq")
+            source = SpoolSource(
+                directory=settings.resolved_spool_dir,
+                checkpoint=settings.data_dir / "ingest" / "spool-checkpoint.json",
+                topic=settings.topic,
+            )
+        processor = BatchProcessor(
+            store=store,
+            index=index,
+            trust=trust if trust is not None else ReloadingTrust(settings.resolved_trust_store),
+            dead_letters=dead_letters,
+            dlq_limit=dlq_limit,
+            policy=policy if policy is not None else policy_for_settings(settings),
+            workers=workers,
+        )
+    except BaseException:
+        if owns_index:
+            index.close()
+        raise
+    config = loop_config or LoopConfig(batch_size=batch_size, max_wait=max_wait)
+    loop = IngestLoop(source=source, processor=processor, config=config, hook=hook)
+    return IngestService(loop, source, processor, index, store, dead_letters, owns_index)

@@ -1,0 +1,187 @@
+"""Load one stored capture by decision id: index row → one range GET → zstd → decode → JSON form.
+
+Three kinds of answer, always saying which one it is (``content_state``):
+
+- ``full`` / ``structured-only``: the capture as ingested, read from its segment. The bytes are checked
+  against the row's ``content_sha256`` before they are decoded, so a segment that was overwritten or
+  tampered with is refused (:class:`StoredCaptureMismatch`, part ``segment``) instead of shown.
+- ``metadata-only``: compacted. Content is gone; the manifest and every hash are kept in the index
+  row (``manifest_json``), so the decision is still verifiable. Content fields are absent (``null``).
+- ``quarantined``: the decision id is only in ``quarantine`` (failed verification, or a conflicting
+  duplicate). The bytes are shown from the quarantine segment, flagged, with the reasons.
+
+A decision that is indexed *and* also has quarantined copies (conflicting duplicates) is shown from
+``decisions`` with the quarantine rows listed beside it.
+
+Reads of content pass the access gate (DESIGN decision 12) when one is given: the gate sees the
+capture's metadata from the index row before any content is fetched, and logs the read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from schemas.codec import decode
+from schemas.errors import CaptureNotFound, DecodeError, VerificationError
+
+from .segments import read_capture
+
+if TYPE_CHECKING:
+    from consumers.access import AccessGate, Caller
+    from consumers.index import Index
+    from producers.blobstore import BlobStore
+
+# Index columns shown beside the capture (where it lives, how it is kept).
+ROW_FIELDS = (
+    "trust",
+    "content_state",
+    "retention_class",
+    "retention_days",
+    "expires_at",
+    "legal_hold",
+    "consequential",
+    "consequential_reason",
+    "failed",
+    "segment_key",
+    "segment_offset",
+    "segment_length",
+    "capture_bytes",
+    "content_sha256",
+    "key_id",
+    "source",
+    "ingested_at",
+    "version",
+)
+CONTENT_NOTES = {
+    "full": "content present",
+    "structured-only": "structured-only capture: rendered content was never captured; hashes kept",
+    "metadata-only": "content compacted: manifest and hashes kept, still verifiable; content fields are null",
+    "expired": "EXPIRED under the retention policy: content, manifest and hashes deleted; see the deletions log",
+    "quarantined": "QUARANTINED: failed verification or conflicts with an indexed decision; not trusted",
+}
+
+
+class StoredCaptureMismatch(VerificationError):
+    """The bytes at a capture's segment range are not the bytes the index row recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShownCapture:
+    """One capture as stored, with where it lives and whether it can be trusted."""
+
+    decision_id: str
+    content_state: str
+    capture: dict[str, Any]
+    row: dict[str, Any] = field(default_factory=dict)
+    quarantine: tuple[dict[str, Any], ...] = ()
+    kind: str = "capture"
+
+    @property
+    def quarantined(self) -> bool:
+        return self.content_state == "quarantined"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready view: the capture in the contract's JSON form plus a ``stored`` block."""
+        return {
+            "decisionId": self.decision_id,
+            "contentState": self.content_state,
+            "note": CONTENT_NOTES.get(self.content_state, ""),
+            "kind": self.kind,
+            "stored": {k: _jsonable(self.row[k]) for k in ROW_FIELDS if k in self.row},
+            "quarantine": [{k: _jsonable(v) for k, v in q.items()} for q in self.quarantine],
+            "capture": self.capture,
+        }
+
+
+def load_capture(
+    decision_id: str,
+    *,
+    index: Index,
+    store: BlobStore,
+    gate: AccessGate | None = None,
+    caller: Caller | None = None,
+    action: str = "show",
+) -> ShownCapture:
+    """The stored capture of ``decision_id`` (see the module docstring); raises CaptureNotFound."""
+    quarantine = quarantine_rows(index, decision_id)
+    row = current_row(index, decision_id)
+    if row is None:
+        if not quarantine:
+            raise CaptureNotFound(f"no decision {decision_id} in the index (nor in quarantine)")
+        first = quarantine[0]
+        data = _read_checked(store, first)
+        decoded = _decode(data, first)
+        if gate is not None and caller is not None:
+            gate.authorize(caller, decoded.value, action=action)
+        return ShownCapture(decision_id, "quarantined", decoded.value, {}, tuple(quarantine), decoded.kind)
+
+    metadata = json.loads(row["manifest_json"]) if row.get("manifest_json") else {}
+    if gate is not None and caller is not None:
+        gate.authorize(
+            caller, metadata or {"decisionId": decision_id, "agentId": row["agent_id"]}, action=action
+        )
+    state = str(row.get("content_state") or "full")
+    if state == "expired":
+        return ShownCapture(decision_id, "expired", metadata, row, tuple(quarantine))
+    if state == "metadata-only" or not row.get("segment_key"):
+        return ShownCapture(decision_id, "metadata-only", metadata, row, tuple(quarantine))
+    data = _read_checked(store, row)
+    return ShownCapture(decision_id, state, _decode(data, row).value, row, tuple(quarantine))
+
+
+def current_row(index: Index, decision_id: str) -> dict[str, Any] | None:
+    """The current version of one decision row (``FINAL``: flags, compaction and holds write versions).
+
+    A direct read of ``decisions`` rather than the ``decisions_current`` view: show needs no failure
+    join, and this is the path that has to stay well under the 20 ms show budget.
+    """
+    rows = index.query(
+        "SELECT * FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
+    )
+    return rows[0] if rows else None
+
+
+def quarantine_rows(index: Index, decision_id: str) -> list[dict[str, Any]]:
+    return index.query(
+        "SELECT * FROM quarantine FINAL WHERE decision_id = {id:String} ORDER BY received_at, source",
+        {"id": decision_id},
+    )
+
+
+def read_stored(store: BlobStore, row: Mapping[str, Any]) -> bytes:
+    """The capture bytes a ``decisions`` or ``quarantine`` row points at, checked against its hash."""
+    return _read_checked(store, row)
+
+
+def _read_checked(store: BlobStore, row: Mapping[str, Any]) -> bytes:
+    data = read_capture(store, row["segment_key"], int(row["segment_offset"]), int(row["segment_length"]))
+    expected = row.get("content_sha256")
+    actual = "sha256:" + hashlib.sha256(data).hexdigest()
+    if expected and actual != expected:
+        raise StoredCaptureMismatch(
+            f"{row['segment_key']} [{row['segment_offset']}, +{row['segment_length']}) holds bytes hashing to "
+            f"{actual}, the index row says {expected}",
+            part="segment",
+        )
+    return data
+
+
+def _decode(data: bytes, row: Mapping[str, Any]) -> Any:
+    try:
+        return decode(data)
+    except DecodeError as exc:
+        raise StoredCaptureMismatch(
+            f"{row['segment_key']} at {row['segment_offset']} is not a blackbox message: {exc}",
+            part="segment",
+        ) from exc
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return value

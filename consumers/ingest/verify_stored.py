@@ -1,0 +1,173 @@
+"""Verify a stored capture end to end, and the index row that points at it.
+
+1. **segment**: one range GET; the bytes must decompress (zstd checksum) and hash to the row's
+   ``content_sha256`` - otherwise :class:`~consumers.ingest.show.StoredCaptureMismatch` or
+   :class:`~consumers.ingest.segments.SegmentCorrupt`, part ``segment``.
+2. **capture**: :func:`producers.evidence.verify_capture` - signature, key, every content hash, the
+   working-set root; the failing part is named (``executionTrace.finalOutputText``, ``signature``...).
+   A compacted decision is verified from ``manifest_json`` (content absent, hashes kept).
+3. **index row**: every column of ``decisions``, ``tool_calls`` and ``memory_entries`` that is derived
+   from the capture is recomputed from the verified capture and compared. A row edited after ingest
+   (a hash, a prompt version, an outcome) fails with :class:`IndexRowMismatch`, part
+   ``index.<table>.<column>``. Columns that legitimately change after ingest (retention, legal
+   hold, compaction state, consequential upgrades by flag events) are not compared, except that a
+   row may only ever be *more* consequential than its capture.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from consumers.index import decision_rows
+from producers.evidence import verify_capture
+from schemas.codec import decode
+from schemas.errors import CaptureNotFound, RetentionError, VerificationError
+
+from .show import current_row, quarantine_rows, read_stored
+
+if TYPE_CHECKING:
+    from consumers.index import Index
+    from producers.blobstore import BlobStore
+    from producers.evidence import TrustStore
+
+# Columns that change after ingest by design (retention, hold, compaction, flags) or describe storage.
+_STATEFUL = frozenset(
+    {
+        "trust",
+        "quarantine_reason",
+        "consequential",
+        "consequential_reason",
+        "content_state",
+        "retention_class",
+        "retention_days",
+        "expires_at",
+        "legal_hold",
+        "hold_reason",
+        "segment_key",
+        "segment_offset",
+        "segment_length",
+        "capture_bytes",
+        "content_sha256",
+        "manifest_json",
+        "source",
+        "ingested_at",
+        "version",
+        "working_set_bytes",  # NULL once content is compacted
+    }
+)
+_CHILD_KEYS = {"tool_calls": ("sequence",), "memory_entries": ("context_position", "entry_id")}
+_CHILD_STATEFUL = frozenset({"content_bytes"})
+
+
+class IndexRowMismatch(VerificationError):
+    """An index row disagrees with the verified capture it describes (edited after ingest)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVerification:
+    decision_id: str
+    key_id: str
+    content_state: str
+    checked_parts: int
+    absent_parts: tuple[str, ...]
+    segment_key: str
+
+
+def verify_stored(
+    decision_id: str,
+    *,
+    index: Index,
+    store: BlobStore,
+    trust: TrustStore,
+    at: datetime | None = None,
+) -> StoredVerification:
+    """Verify the stored capture of ``decision_id`` and its index rows; raises naming the failing part."""
+    row = current_row(index, decision_id)
+    if row is None:
+        if quarantine_rows(index, decision_id):
+            raise VerificationError(
+                f"{decision_id} is quarantined, not indexed as evidence", part="quarantine"
+            )
+        raise CaptureNotFound(f"no decision {decision_id} in the index")
+    state = str(row.get("content_state") or "full")
+    if state == "expired":
+        raise RetentionError(
+            f"{decision_id} expired under the retention policy: nothing is left to verify "
+            "(the deletion is in the deletions log)"
+        )
+    if state == "metadata-only" or not row.get("segment_key"):
+        capture = json.loads(row["manifest_json"])
+        state = "metadata-only"
+    else:
+        capture = decode(read_stored(store, row)).value
+    report = verify_capture(capture, trust, at=at)
+    check_rows(index, row, capture)
+    return StoredVerification(
+        decision_id=decision_id,
+        key_id=report.key_id,
+        content_state=state,
+        checked_parts=report.checked_parts,
+        absent_parts=report.absent_parts,
+        segment_key=str(row.get("segment_key") or ""),
+    )
+
+
+def check_rows(index: Index, row: Mapping[str, Any], capture: Mapping[str, Any]) -> None:
+    """Compare the decision row and its child rows with what the capture says (module docstring)."""
+    expected = decision_rows(capture, key_id=row.get("key_id"))
+    _compare("decisions", row, expected.decision, skip=_STATEFUL)
+    if bool(capture.get("consequential", {}).get("flagged")) and not row.get("consequential"):
+        raise IndexRowMismatch(
+            "the capture is flagged consequential, the index row is not", part="index.decisions.consequential"
+        )
+    if not row.get("manifest_json") or json.loads(row["manifest_json"]).get("signature") != capture.get(
+        "signature"
+    ):
+        raise IndexRowMismatch(
+            "manifest_json does not carry the capture's signature", part="index.decisions.manifest_json"
+        )
+    did = str(row["decision_id"])
+    for table, wanted in (("tool_calls", expected.tool_calls), ("memory_entries", expected.memory_entries)):
+        keys = _CHILD_KEYS[table]
+        found = index.query(
+            f"SELECT * FROM {table} FINAL WHERE decision_id = {{id:String}} ORDER BY {', '.join(keys)}",
+            {"id": did},
+        )
+        if len(found) != len(wanted):
+            raise IndexRowMismatch(
+                f"{len(found)} rows in the index, the capture has {len(wanted)}", part=f"index.{table}"
+            )
+        for got, want in zip(found, sorted(wanted, key=lambda r: tuple(r[k] for k in keys)), strict=True):
+            _compare(table, got, want, skip=_CHILD_STATEFUL)
+
+
+def _compare(table: str, got: Mapping[str, Any], want: Mapping[str, Any], *, skip: frozenset[str]) -> None:
+    for column, value in want.items():
+        if column in skip or column not in got:
+            continue
+        if not _same(got[column], value):
+            raise IndexRowMismatch(
+                f"{table}.{column} is {got[column]!r} in the index, the verified capture says {value!r}",
+                part=f"index.{table}.{column}",
+            )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, datetime) and isinstance(b, datetime):
+        return abs((a - b).total_seconds()) < 0.001  # DateTime64(3): milliseconds are stored
+    if isinstance(a, bool) or isinstance(b, bool):
+        return bool(a) == bool(b)
+    if isinstance(a, float | int) and isinstance(b, float | int):
+        return float(a) == float(b)
+    if (
+        isinstance(a, Sequence)
+        and not isinstance(a, str)
+        and isinstance(b, Sequence)
+        and not isinstance(b, str)
+    ):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b

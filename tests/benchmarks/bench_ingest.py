@@ -1,0 +1,260 @@
+"""Ingest throughput and ``show`` latency on the real services, side by side with a floor baseline.
+
+    python tests/benchmarks/bench_ingest.py [--n 6000] [--size 20000] [--batch-size 500] [--workers N]
+
+Not collected by pytest. Needs Kafka and MinIO (``bash deploy/local/up.sh``). Both runs read the same
+topic (fresh consumer groups), write to the same MinIO bucket and to chdb in the same process:
+
+- **floor**: raw confluent-kafka ``consume(500)`` + one ed25519 verify per capture + zstd per capture + one
+  PUT per batch-sized segment + an insert of rows computed *before* the clock started + a synchronous
+  commit. The least any ingest that verifies, compresses, stores and indexes must do.
+- **ingest**: the real consumer (``build_service``): decode, full evidence verification (every content
+  hash, Merkle root, signature), dedup query, classification, segments per class, index rows, commit.
+
+Throughput is counted from the first batch to the last commit (group join excluded). Targets (DESIGN):
+>= 2,000 captures/s per consumer process and >= 0.5x the floor; ``show`` of one capture p50 < 20 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "consumers" / "ingest"))
+
+import zstandard
+from confluent_kafka import Consumer, TopicPartition
+from ingest_testdata import (
+    chdb_index,
+    create_topics,
+    kafka_s3_settings,
+    make_capture,
+    new_signer,
+    trust_for,
+)
+
+from consumers.index import RowBatch, decision_rows
+from consumers.ingest.prepare import manifest_json
+from consumers.ingest.service import build_service
+from consumers.ingest.show import load_capture
+from producers.blobstore import S3BlobStore
+from producers.evidence import MANIFEST_PAYLOAD_TYPE, manifest_bytes, pae, seal
+from producers.evidence.dsse import b64decode
+from schemas.codec import encode_capture
+
+MINIO = {
+    "endpoint": "127.0.0.1:9000",
+    "access_key": "blackbox",
+    "secret_key": "blackbox-secret",
+    "bucket": "blackbox",
+}
+BOOTSTRAP = "127.0.0.1:9092"
+PARTITIONS = 4
+
+
+class Timed:
+    """Wraps a source: time of the first non-empty batch and of the last commit."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self.first: float | None = None
+        self.last_commit = 0.0
+        self.messages = 0
+
+    def consume(self, max_messages: int, timeout: float) -> Any:
+        batch = self._source.consume(max_messages, timeout)
+        if batch and self.first is None:
+            self.first = time.perf_counter()
+        self.messages += len(batch)
+        return batch
+
+    def commit(self, offsets: Any) -> bool:
+        ok = self._source.commit(offsets)
+        self.last_commit = time.perf_counter()
+        return bool(ok)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+
+def build_corpus(n: int, size: int) -> tuple[list[bytes], list[dict[str, Any]], Any]:
+    signer = new_signer()
+    captures = []
+    for i in range(n):
+        level = "structured-only" if i % 4 == 3 else "full"
+        captures.append(
+            seal(make_capture(i, tag=f"b{n}", size=size, flagged=i % 10 == 0, level=level), signer)
+        )
+    return [encode_capture(c) for c in captures], captures, signer
+
+
+def run_floor(
+    topic: str,
+    n: int,
+    batch_size: int,
+    store: S3BlobStore,
+    index: Any,
+    captures: list[dict[str, Any]],
+    signer: Any,
+) -> float:
+    """The floor: see the module docstring. Everything not on that list is precomputed."""
+    public = signer.public_key
+    signed = {
+        c["decisionId"]: (
+            b64decode(c["signature"]["signatureBytes"][7:]),
+            pae(MANIFEST_PAYLOAD_TYPE, manifest_bytes(c)),
+        )
+        for c in captures
+    }
+    rows = {c["decisionId"]: decision_rows(c, manifest_json=manifest_json(c)) for c in captures}
+    ids = [c["decisionId"] for c in captures]
+    zc = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": BOOTSTRAP,
+            "group.id": f"floor-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 64 * 1024 * 1024,
+        }
+    )
+    consumer.subscribe([topic])
+    done = 0
+    first: float | None = None
+    seq = 0
+    while done < n:
+        msgs: list[Any] = [m for m in consumer.consume(batch_size, 1.0) if m.error() is None]
+        if not msgs:
+            continue
+        first = first or time.perf_counter()
+        frames = []
+        batch_rows = []
+        for m in msgs:
+            did = ids[int(m.headers()[0][1])] if m.headers() else None
+            assert did is not None
+            sig, message = signed[did]
+            public.verify(sig, message)
+            frames.append(zc.compress(m.value()))
+            batch_rows.append(rows[did])
+        store.put(f"floor/{topic}/{seq:08d}.seg", b"".join(frames))
+        index.insert_captures(RowBatch.of(batch_rows))
+        offsets: dict[int, int] = {}
+        for m in msgs:
+            offsets[m.partition()] = max(offsets.get(m.partition(), 0), m.offset() + 1)
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        done += len(msgs)
+        seq += 1
+    elapsed = time.perf_counter() - (first or time.perf_counter())
+    consumer.close()
+    return done / elapsed
+
+
+def run_ingest(
+    topic: str, batch_size: int, store: S3BlobStore, index: Any, trust: Any, tmp: Path, workers: int
+) -> tuple[float, Any]:
+    settings = kafka_s3_settings(
+        tmp, bootstrap=BOOTSTRAP, minio=MINIO, topic=topic, group=f"ingest-{uuid.uuid4().hex[:8]}"
+    )
+    with build_service(
+        settings, index=index, store=store, trust=trust, batch_size=batch_size, max_wait=0.5, workers=workers
+    ) as service:
+        timed = Timed(service.source)
+        service.loop.source = timed  # type: ignore[assignment]
+        stats = service.run(drain=True)
+    assert timed.first is not None
+    return timed.messages / (timed.last_commit - timed.first), stats
+
+
+def bench_show(index: Any, store: S3BlobStore, ids: list[str], samples: int) -> tuple[float, float]:
+    rng = random.Random(3)
+    times = []
+    for did in rng.sample(ids, min(samples, len(ids))):
+        t0 = time.perf_counter()
+        load_capture(did, index=index, store=store)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=6000)
+    parser.add_argument("--size", type=int, default=20000, help="approximate encoded capture size in bytes")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--show-samples", type=int, default=200)
+    parser.add_argument("--workers", default="0,1", help="comma-separated worker counts to run ingest with")
+    args = parser.parse_args()
+    worker_counts = [int(w) for w in args.workers.split(",")]
+
+    t0 = time.perf_counter()
+    values, captures, signer = build_corpus(args.n, args.size)
+    avg = sum(map(len, values)) / len(values)
+    print(
+        f"corpus: {args.n} sealed captures, {avg / 1000:.1f} KB average encoded ({time.perf_counter() - t0:.1f}s)"
+    )
+    topic = f"bbbench.ingest.{uuid.uuid4().hex[:8]}"
+    create_topics(BOOTSTRAP, topic, f"{topic}.dlq", partitions=PARTITIONS)
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": BOOTSTRAP, "linger.ms": 20, "compression.type": "zstd", "acks": "all"}
+    )
+    for i, v in enumerate(values):
+        while True:
+            try:
+                producer.produce(
+                    topic, key=f"agt_{i % 8}".encode(), value=v, headers=[("i", str(i).encode())]
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+    store = S3BlobStore(MINIO["endpoint"], MINIO["access_key"], MINIO["secret_key"], MINIO["bucket"])
+    results: list[tuple[int, float, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        with chdb_index(Path(tmp) / "chdb-floor") as index:
+            floor = run_floor(topic, args.n, args.batch_size, store, index, captures, signer)
+        for workers in worker_counts:
+            with chdb_index(Path(tmp) / f"chdb-ingest-{workers}") as index:
+                rate, stats = run_ingest(
+                    topic,
+                    args.batch_size,
+                    store,
+                    index,
+                    trust_for(signer),
+                    Path(tmp) / f"w{workers}",
+                    workers,
+                )
+                assert stats.indexed == args.n, stats
+                results.append((workers, rate, stats))
+                if workers == worker_counts[-1]:
+                    p50, p99 = bench_show(
+                        index, store, [c["decisionId"] for c in captures], args.show_samples
+                    )
+    print(
+        f"floor : {floor:8.0f} captures/s  (consume + 1 verify + zstd + 1 PUT/segment + precomputed rows + commit)"
+    )
+    for workers, rate, stats in results:
+        print(
+            f"ingest: {rate:8.0f} captures/s  = {rate / floor:.2f}x floor  "
+            f"(workers={workers}, batches={stats.batches}, batch size {args.batch_size})"
+        )
+    print(f"show  : p50 {p50:.1f} ms, p99 {p99:.1f} ms  ({args.show_samples} random captures from MinIO)")
+    best = max(rate for _, rate, _ in results)
+    ok = best >= 2000 and best >= 0.5 * floor and p50 < 20
+    print("targets (>= 2000/s, >= 0.5x floor, show p50 < 20 ms):", "MET" if ok else "NOT MET")
+
+
+if __name__ == "__main__":
+    main()
