@@ -1,0 +1,228 @@
+"""``blackbox compact`` / ``hold`` / ``release`` / ``flag``: the retention policy at work.
+
+- ``blackbox compact [--as-of TIME] [--dry-run] [--json]``: compact and expire what the policy says is
+  due (progress bar on stderr, summary table on stdout). Exit 0, or 1 when a segment could not be
+  processed (each named in the output; the rest went ahead).
+- ``blackbox hold DECISION_ID --reason ...`` / ``blackbox release DECISION_ID --reason ...``: legal hold.
+- ``blackbox flag DECISION_ID --reason ... [--failure] [--agent ID]``: a signed flag_consequential sent
+  through the configured transport (ingest applies it; compaction promotes the capture if in time).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from consumers.retention.clock import SystemClock
+from consumers.retention.compaction import CompactionResult
+from consumers.retention.plan import CompactionPlan
+from producers.settings import BlackboxSettings, load_settings
+from schemas.errors import ContractError, RetentionError
+
+__all__ = ["compact_command", "flag_command", "hold_command", "register", "release_command"]
+
+_POLICY_OPTION = typer.Option(
+    "--policy", help="Retention policy TOML laid over the defaults (default: settings)."
+)
+
+
+def _parse_time(value: str, option: str) -> datetime:
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ContractError(f"not an ISO-8601 time: {value!r}", path=option) from exc
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _settings(policy: Path | None) -> BlackboxSettings:
+    return load_settings(retention_policy=policy)
+
+
+def compact_command(
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Evaluate the policy at this ISO-8601 time (default: now).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Plan only: show what would happen, change nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    policy: Annotated[Path | None, _POLICY_OPTION] = None,
+) -> None:
+    """Compact routine captures past their content window, promote flagged ones, expire old records."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from consumers.index import open_index
+    from consumers.retention.compaction import Compactor
+    from producers.blobstore import open_blob_store
+
+    settings = _settings(policy)
+    moment = _parse_time(as_of, "--as-of") if as_of else None
+    err = Console(stderr=True)
+    index = open_index(settings)
+    try:
+        compactor = Compactor.from_settings(
+            settings, index=index, store=open_blob_store(settings), clock=SystemClock()
+        )
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=as_json,
+            disable=dry_run,
+        ) as bar:
+            task = bar.add_task("compacting", total=None)
+
+            def on_plan(plan: CompactionPlan) -> None:
+                bar.update(task, total=plan.decisions + len(plan.pending_deletes))
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = compactor.run(as_of=moment, dry_run=dry_run, progress=progress, on_plan=on_plan)
+    finally:
+        index.close()
+    if as_json:
+        typer.echo(json.dumps(result.summary(), indent=2))
+    else:
+        _print_summary(result)
+    if result.errors:
+        raise typer.Exit(1)
+
+
+def _print_summary(result: CompactionResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    title = "compaction plan (dry run: nothing changed)" if result.dry_run else "compaction"
+    table = Table(title=f"{title} at {result.as_of:%Y-%m-%d %H:%M:%S}Z", show_header=True)
+    table.add_column("what")
+    table.add_column("decisions / segments", justify="right")
+    verb = "would be " if result.dry_run else ""
+    rows: list[tuple[str, int]] = [
+        (f"{verb}compacted to metadata-only", result.compacted),
+        (f"{verb}promoted to a consequential segment", result.promoted),
+        (f"{verb}expired", result.expired),
+        (f"{verb}copied out under legal hold", result.hold_copied),
+        (f"{verb}moved (content window still open)", result.moved),
+        ("blocked by legal hold", result.held),
+        (f"segments {verb}deleted", result.segments_deleted),
+        ("segments not due yet", result.segments_not_due),
+    ]
+    if not result.dry_run:
+        rows.append(("claim-check blobs deleted", result.claims_deleted))
+        rows.append(("retention log entries written", result.log_entries))
+    for what, n in rows:
+        table.add_row(what, str(n))
+    console = Console()
+    console.print(table)
+    console.print(f"policy {result.policy}; {result.elapsed_seconds:.2f} s")
+    for error in result.errors:
+        console.print(f"[red]not processed:[/red] {error}")
+
+
+def _holds(settings: BlackboxSettings, index: Any) -> Any:
+    from consumers.retention.hold import LegalHolds
+
+    return LegalHolds.from_settings(settings, index=index, clock=SystemClock())
+
+
+def hold_command(
+    decision_id: Annotated[str, typer.Argument(help="The decision to put under legal hold.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (recorded with the hold and in the audit log).")
+    ],
+) -> None:
+    """Put a decision under legal hold: compaction and expiry leave it alone until released."""
+    from consumers.index import open_index
+
+    settings = load_settings()
+    index = open_index(settings)
+    try:
+        result = _holds(settings, index).hold(decision_id, reason=reason)
+    finally:
+        index.close()
+    state = "held" if result.changed else "already held"
+    typer.echo(f"{state}: {decision_id} ({result.content_state}) reason: {result.hold_reason}")
+
+
+def release_command(
+    decision_id: Annotated[str, typer.Argument(help="The decision to release.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit log).")],
+) -> None:
+    """Release a legal hold; the retention policy applies again from the next compaction."""
+    from consumers.index import open_index
+
+    settings = load_settings()
+    index = open_index(settings)
+    try:
+        result = _holds(settings, index).release(decision_id, reason=reason)
+    finally:
+        index.close()
+    state = "released" if result.changed else "was not held"
+    typer.echo(f"{state}: {decision_id} ({result.content_state})")
+
+
+def flag_command(
+    decision_id: Annotated[str, typer.Argument(help="The decision to flag consequential.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is consequential.")],
+    failure: Annotated[bool, typer.Option("--failure", help="The flag reports a failure.")] = False,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Agent id (default: looked up in the index).")
+    ] = None,
+    unsigned: Annotated[
+        bool,
+        typer.Option(
+            "--unsigned", help="Send without a signature (ingest quarantines unsigned flags by default)."
+        ),
+    ] = False,
+) -> None:
+    """Send flag_consequential for a decision through the configured transport."""
+    from consumers.retention.flag import agent_of, send_flag, signer_for
+    from producers.transport import open_transport
+
+    settings = load_settings()
+    if not reason.strip():
+        raise RetentionError("flag needs a reason (--reason)")
+    if agent is None:
+        from consumers.index import open_index
+
+        index = open_index(settings)
+        try:
+            agent = agent_of(index, decision_id)
+        finally:
+            index.close()
+    signer = None if unsigned else signer_for(settings)
+    if signer is None and not unsigned:
+        raise ContractError(
+            "no signing key configured (BLACKBOX_SIGNING_KEY or BLACKBOX_SIGNING_KEY_B64); "
+            "ingest only accepts signed flags. Pass --unsigned to send anyway.",
+            path="signing_key",
+        )
+    transport = open_transport(settings)
+    try:
+        sent = send_flag(
+            transport, decision_id, agent_id=agent, reason=reason, failure=failure, signer=signer
+        )
+    finally:
+        transport.close()
+    signed = "signed" if sent.signed else "unsigned"
+    typer.echo(
+        f"flag sent ({signed}, {settings.transport}): {decision_id} agent={agent} at {sent.value['flaggedAt']}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compact")(compact_command)
+    app.command("hold")(hold_command)
+    app.command("release")(release_command)
+    app.command("flag")(flag_command)

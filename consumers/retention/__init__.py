@@ -1,0 +1,92 @@
+"""Retention (DESIGN decision 5): the policy, compaction and expiry, legal hold, operator flags.
+
+- :mod:`~consumers.retention.policy` — :class:`RetentionPolicy` (TOML, the article's defaults packaged
+  in ``default_policy.toml``) and the single source of truth for retention rules:
+  :func:`classify`, :func:`expires_at`, :func:`content_expires_at`, :meth:`RetentionPolicy.decide`;
+- :mod:`~consumers.retention.plan` — what is due at a time (pure);
+- :mod:`~consumers.retention.compaction` — :class:`Compactor`: copy out, re-point, log, flip rows,
+  delete segments; idempotent and resumable;
+- :mod:`~consumers.retention.copyout` — frames copied verbatim out of a segment that goes, row changes;
+- :mod:`~consumers.retention.store` — the SQL: candidates, new row versions, the log's bookkeeping;
+- :mod:`~consumers.retention.log` — the deletions log (JSONL + ``deletions`` table);
+- :mod:`~consumers.retention.status` — what show/verify should say about a decision's content;
+- :mod:`~consumers.retention.hold` — :class:`LegalHolds` (set / release, audited);
+- :mod:`~consumers.retention.flag` — operator ``flag_consequential`` through the transport;
+- :mod:`~consumers.retention.clock` — the injectable :class:`Clock`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from consumers.retention.clock import Clock, FixedClock, SystemClock
+from consumers.retention.plan import Candidate, CompactionPlan, SegmentPlan, Step, plan_compaction
+from consumers.retention.policy import (
+    RetentionClass,
+    RetentionDecision,
+    RetentionPolicy,
+    RetentionPolicyError,
+    classify,
+    content_expires_at,
+    default_policy,
+    expires_at,
+    load_policy,
+    policy_for_settings,
+)
+
+if TYPE_CHECKING:
+    from consumers.retention.compaction import CompactionResult, Compactor
+    from consumers.retention.copyout import CopyVerificationFailed
+    from consumers.retention.hold import HoldResult, LegalHolds
+    from consumers.retention.log import DeletionEntry, DeletionLog, read_jsonl
+
+# Ingest imports the policy from here; the I/O modules (which import ingest's segments, the index
+# and the access log) load on first use so that import never cycles.
+_LAZY = {
+    "CompactionResult": "compaction",
+    "Compactor": "compaction",
+    "CopyVerificationFailed": "copyout",
+    "HoldResult": "hold",
+    "LegalHolds": "hold",
+    "DeletionEntry": "log",
+    "DeletionLog": "log",
+    "read_jsonl": "log",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"consumers.retention.{module}"), name)
+
+
+__all__ = [
+    "Candidate",
+    "Clock",
+    "CompactionPlan",
+    "CompactionResult",
+    "Compactor",
+    "CopyVerificationFailed",
+    "DeletionEntry",
+    "DeletionLog",
+    "FixedClock",
+    "HoldResult",
+    "LegalHolds",
+    "RetentionClass",
+    "RetentionDecision",
+    "RetentionPolicy",
+    "RetentionPolicyError",
+    "SegmentPlan",
+    "Step",
+    "SystemClock",
+    "classify",
+    "content_expires_at",
+    "default_policy",
+    "expires_at",
+    "load_policy",
+    "plan_compaction",
+    "policy_for_settings",
+    "read_jsonl",
+]

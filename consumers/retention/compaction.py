@@ -1,0 +1,521 @@
+"""Compaction: carry out a :class:`~consumers.retention.plan.CompactionPlan`, idempotently and resumably.
+
+Due segments are processed in batches (``compaction.batch_decisions`` decisions). One batch is a
+checkpoint in numbered steps; each step's effect is visible to the planner, so a run that dies
+anywhere is finished by the next run, which plans again from what the index and the log say:
+
+1. **copy out**: the frames of decisions whose content must stay (``promote``, ``hold-copy``, ``move``)
+   are read by range GET, checked (one zstd frame whose bytes hash to the row's ``content_sha256``)
+   and written verbatim into a new segment per target class, under a key derived from the source
+   segment and the bytes (a rerun writes the same object);
+2. **log** (write-ahead): one entry per decision (``compact`` / ``expire`` / the copy, with its target)
+   and one ``delete-segment`` per segment, to the JSONL file and the ``deletions`` table; entries a
+   crashed run already wrote are not written again;
+3. **re-point** the copied rows to the new segment (a new row version; the source no longer holds them);
+4. **rows**: new versions: ``metadata-only`` (segment location cleared, ``manifest_json`` kept, so
+   show and verify still answer) or ``expired`` (``manifest_json`` cleared too; tool-call and memory
+   rows deleted);
+5. **delete** the source segments, and the claim-check blobs (``claims/...``, the full body of an
+   oversized capture) of decisions that lose their content (idempotent);
+6. **confirm**: a ``segment-deleted`` / ``claim-deleted`` entry per blob.
+
+A crash after 4 leaves segments no row points at whose deletion is logged but not confirmed: the next
+run deletes them first (``pending_deletes``); a crash before 4 leaves rows that still point at the
+segment, so the next run plans it again. A second run over the same state finds nothing due and changes nothing.
+``hook(point)`` is called after each step (``after_copy``, ``after_log``, ``after_copy_rows``,
+``after_rows``, ``after_delete``) so tests can simulate a crash there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from consumers.index.engine import state_version
+from consumers.ingest.segments import SegmentCorrupt
+from consumers.retention.clock import Clock, SystemClock, as_utc
+from consumers.retention.copyout import (
+    CopyVerificationFailed,
+    compact_change,
+    copy_change,
+    copy_frames,
+    expire_change,
+)
+from consumers.retention.lock import retention_lock
+from consumers.retention.log import DeletionEntry, DeletionLog
+from consumers.retention.plan import COPY_ACTIONS, Action, CompactionPlan, SegmentPlan, Step, plan_compaction
+from consumers.retention.policy import RetentionPolicy, policy_for_settings
+from consumers.retention.store import (
+    delete_child_rows,
+    load_candidates,
+    logged_entries,
+    pending_segment_deletes,
+    write_versions,
+)
+from producers.claimcheck import claim_key
+from schemas.errors import BlobNotFound
+
+if TYPE_CHECKING:
+    from consumers.index import Index
+    from producers.blobstore import BlobStore
+    from producers.settings import BlackboxSettings
+
+__all__ = [
+    "HOOK_POINTS",
+    "CompactionResult",
+    "Compactor",
+    "CopyVerificationFailed",
+    "retention_dir",
+]
+
+HOOK_POINTS = ("after_copy", "after_log", "after_copy_rows", "after_rows", "after_delete")
+CLAIMS_PREFIX = "claims/"
+
+
+def retention_dir(settings: BlackboxSettings) -> Path:
+    """``<data_dir>/retention``: the JSONL log and the lock file."""
+    return Path(settings.data_dir) / "retention"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a run did (or, with ``dry_run``, would do)."""
+
+    as_of: datetime
+    policy: str
+    dry_run: bool
+    segments_deleted: int = 0
+    claims_deleted: int = 0
+    compacted: int = 0
+    expired: int = 0
+    promoted: int = 0
+    hold_copied: int = 0
+    moved: int = 0
+    held: int = 0
+    pending_deleted: int = 0
+    segments_not_due: int = 0
+    new_segments: tuple[str, ...] = ()
+    log_entries: int = 0
+    errors: tuple[str, ...] = ()
+    elapsed_seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.segments_deleted
+            or self.compacted
+            or self.expired
+            or self.promoted
+            or self.moved
+            or self.hold_copied
+            or self.pending_deleted
+        )
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "as_of": as_utc(self.as_of).isoformat(),
+            "policy": self.policy,
+            "dry_run": self.dry_run,
+            "segments_deleted": self.segments_deleted,
+            "claims_deleted": self.claims_deleted,
+            "compacted": self.compacted,
+            "expired": self.expired,
+            "promoted": self.promoted,
+            "hold_copied": self.hold_copied,
+            "moved": self.moved,
+            "held": self.held,
+            "pending_deleted": self.pending_deleted,
+            "segments_not_due": self.segments_not_due,
+            "new_segments": len(self.new_segments),
+            "log_entries": self.log_entries,
+            "errors": list(self.errors),
+            "elapsed_seconds": round(self.elapsed_seconds, 3),
+        }
+
+
+@dataclass(slots=True)
+class _Tally:
+    counts: dict[str, int] = field(default_factory=dict)
+    new_segments: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    log_entries: int = 0
+    segments_deleted: int = 0
+    claims_deleted: int = 0
+    pending_deleted: int = 0
+
+    def count(self, action: str, n: int = 1) -> None:
+        self.counts[action] = self.counts.get(action, 0) + n
+
+
+class Compactor:
+    """Plans and runs compaction against one index and one blob store (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        index: Index,
+        store: BlobStore,
+        policy: RetentionPolicy,
+        log_path: Path,
+        lock_path: Path | None = None,
+        clock: Clock | None = None,
+        hook: Callable[[str], None] | None = None,
+    ) -> None:
+        self.index = index
+        self.store = store
+        self.policy = policy
+        self._fingerprint = policy.fingerprint
+        self.log = DeletionLog(index, log_path)
+        self.lock_path = lock_path or Path(log_path).with_name("retention.lock")
+        self.clock: Clock = clock or SystemClock()
+        self._hook = hook or (lambda point: None)
+        self._claims: set[str] | None = None
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: BlackboxSettings,
+        *,
+        index: Index,
+        store: BlobStore,
+        clock: Clock | None = None,
+        hook: Callable[[str], None] | None = None,
+    ) -> Compactor:
+        """The policy ``settings.retention_policy`` names; log and lock under ``<data_dir>/retention``."""
+        base = retention_dir(settings)
+        return cls(
+            index=index,
+            store=store,
+            policy=policy_for_settings(settings),
+            log_path=base / "deletions.jsonl",
+            lock_path=base / "retention.lock",
+            clock=clock,
+            hook=hook,
+        )
+
+    # --- planning ---------------------------------------------------------------------------------------
+    def plan(self, *, as_of: datetime | None = None) -> CompactionPlan:
+        """What a run at ``as_of`` (default: now) would do. Reads only."""
+        moment = as_utc(as_of) if as_of is not None else self.clock.now()
+        candidates = load_candidates(self.index, as_of=moment, policy=self.policy)
+        return plan_compaction(
+            candidates,
+            policy=self.policy,
+            as_of=moment,
+            pending_deletes=pending_segment_deletes(self.index),
+        )
+
+    # --- running ----------------------------------------------------------------------------------------
+    def run(
+        self,
+        *,
+        as_of: datetime | None = None,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        on_plan: Callable[[CompactionPlan], None] | None = None,
+    ) -> CompactionResult:
+        """Compact and expire everything due at ``as_of`` (default: now).
+
+        ``progress(done, total)`` is called as decisions are handled; ``on_plan`` sees the plan first.
+        With ``dry_run`` nothing is written (no lock, no log): the result counts what would happen.
+        """
+        started = time.perf_counter()
+        moment = as_utc(as_of) if as_of is not None else self.clock.now()
+        if dry_run:
+            plan = self.plan(as_of=moment)
+            if on_plan is not None:
+                on_plan(plan)
+            return self._result(plan, dry_run=True, tally=None, started=started)
+        with retention_lock(self.lock_path):
+            self._claims = None
+            plan = self.plan(as_of=moment)
+            if on_plan is not None:
+                on_plan(plan)
+            tally = _Tally()
+            total = plan.decisions + len(plan.pending_deletes)
+            done = 0
+            if progress is not None:
+                progress(0, total)
+            self._finish_pending(plan, tally)
+            done += len(plan.pending_deletes)
+            for batch in _batches(plan.segments, self.policy.compaction.batch_decisions):
+                self._run_batch(batch, plan, tally)
+                done += sum(len(s.steps) for s in batch)
+                if progress is not None:
+                    progress(done, total)
+            self._expire_rows(plan, tally)
+            if progress is not None:
+                progress(total, total)
+            return self._result(plan, dry_run=False, tally=tally, started=started)
+
+    def _result(
+        self, plan: CompactionPlan, *, dry_run: bool, tally: _Tally | None, started: float
+    ) -> CompactionResult:
+        counts = dict(plan.counts) if tally is None else tally.counts
+        return CompactionResult(
+            as_of=plan.as_of,
+            policy=self._fingerprint,
+            dry_run=dry_run,
+            segments_deleted=len(plan.segments) if tally is None else tally.segments_deleted,
+            claims_deleted=0 if tally is None else tally.claims_deleted,
+            compacted=counts.get("compact", 0),
+            expired=counts.get("expire", 0),
+            promoted=counts.get("promote", 0),
+            hold_copied=counts.get("hold-copy", 0),
+            moved=counts.get("move", 0),
+            held=len(plan.held),
+            pending_deleted=len(plan.pending_deletes) if tally is None else tally.pending_deleted,
+            segments_not_due=plan.segments_not_due,
+            new_segments=() if tally is None else tuple(tally.new_segments),
+            log_entries=0 if tally is None else tally.log_entries,
+            errors=() if tally is None else tuple(tally.errors),
+            elapsed_seconds=time.perf_counter() - started,
+        )
+
+    def _entry(self, plan: CompactionPlan, **fields: Any) -> DeletionEntry:
+        return DeletionEntry(at=self.clock.now(), as_of=plan.as_of, policy=self._fingerprint, **fields)
+
+    def _record(self, entries: list[DeletionEntry], tally: _Tally) -> None:
+        self.log.record(entries)
+        tally.log_entries += len(entries)
+
+    def _finish_pending(self, plan: CompactionPlan, tally: _Tally) -> None:
+        """Blobs a crashed run logged for deletion: delete (idempotent) and confirm."""
+        if not plan.pending_deletes:
+            return
+        for key in plan.pending_deletes:
+            self.store.delete(key)
+        self._record(
+            [
+                self._entry(
+                    plan, decision_id="", segment_key=key, action=_confirmation(key), reason="resumed"
+                )
+                for key in plan.pending_deletes
+            ],
+            tally,
+        )
+        tally.pending_deleted += len(plan.pending_deletes)
+        tally.segments_deleted += sum(1 for key in plan.pending_deletes if not _is_claim(key))
+        tally.claims_deleted += sum(1 for key in plan.pending_deletes if _is_claim(key))
+
+    def _claims_of(self, steps: Sequence[Step]) -> list[tuple[Step, str]]:
+        """Claim-check blobs (the full capture body of an oversized capture) of decisions losing content.
+
+        Their keys are deterministic (:func:`producers.claimcheck.claim_key` of agent, decision and the
+        capture's sha256, which the row keeps as ``content_sha256``); the ``claims/`` listing is read
+        once per run so decisions that never went by claim check cost nothing.
+        """
+        if not steps:
+            return []
+        if self._claims is None:
+            self._claims = set(self.store.list(CLAIMS_PREFIX))
+        if not self._claims:
+            return []
+        found: list[tuple[Step, str]] = []
+        for s in steps:
+            c = s.candidate
+            if not c.content_sha256.startswith("sha256:"):
+                continue
+            key = claim_key(
+                agent_id=c.agent_id,
+                decision_id=c.decision_id,
+                sha256_hex=c.content_sha256.removeprefix("sha256:"),
+            )
+            if key in self._claims:
+                found.append((s, key))
+        return found
+
+    def _run_batch(self, batch: Sequence[SegmentPlan], plan: CompactionPlan, tally: _Tally) -> None:
+        logged = logged_entries(self.index, (s.segment_key for s in batch))
+        version = state_version(self.clock.now())
+
+        # 1. copy out
+        ready: list[tuple[SegmentPlan, dict[str, tuple[str, int, int]]]] = []
+        for seg in batch:
+            try:
+                placed, made = copy_frames(self.store, seg)
+                tally.new_segments.extend(made)
+            except BlobNotFound:
+                if (seg.segment_key, "", "delete-segment") not in logged:
+                    tally.errors.append(
+                        f"segment {seg.segment_key} is missing from the blob store and its deletion was never "
+                        f"logged; its {len(seg.steps)} decision(s) were left alone"
+                    )
+                    continue
+                seg = _content_already_gone(seg, plan.as_of, tally)
+                placed = {}
+            except (CopyVerificationFailed, SegmentCorrupt) as exc:
+                tally.errors.append(f"segment {seg.segment_key} kept: {exc}")
+                continue
+            ready.append((seg, placed))
+        self._hook("after_copy")
+
+        # 2. write-ahead log
+        claims = self._claims_of([s for seg, _ in ready for s in seg.drops])
+        if claims:
+            logged |= logged_entries(self.index, (key for _, key in claims))
+        entries: list[DeletionEntry] = []
+        for s, key in claims:
+            entry = self._entry(
+                plan,
+                decision_id=s.decision_id,
+                segment_key=key,
+                action="delete-claim",
+                reason=f"claim-check body of a decision that loses its content ({s.action})",
+                agent_id=s.candidate.agent_id,
+            )
+            if entry.key not in logged:
+                entries.append(entry)
+        for seg, placed in ready:
+            for s in seg.steps:
+                target = placed[s.decision_id][0] if s.decision_id in placed else ""
+                entry = self._entry(
+                    plan,
+                    decision_id=s.decision_id,
+                    segment_key=seg.segment_key,
+                    action=s.action,
+                    reason=s.reason,
+                    agent_id=s.candidate.agent_id,
+                    target=target,
+                )
+                if entry.key not in logged:
+                    entries.append(entry)
+            entry = self._entry(
+                plan,
+                decision_id="",
+                segment_key=seg.segment_key,
+                action="delete-segment",
+                reason=f"every decision compacted, expired or copied out (segment due {_iso(seg.due_at)})",
+            )
+            if entry.key not in logged:
+                entries.append(entry)
+        self._record(entries, tally)
+        self._hook("after_log")
+
+        # 3. re-point the copies
+        copied = [(s, placed) for seg, placed in ready for s in seg.copies]
+        copy_changes = [(s.decision_id, copy_change(s, placed[s.decision_id])) for s, placed in copied]
+        write_versions(self.index, copy_changes, version=version, captured_between=_bounds(copied))
+        self._hook("after_copy_rows")
+
+        # 4. rows
+        drops = [s for seg, _ in ready for s in seg.drops]
+        self._write_drops(drops, version)
+        self._hook("after_rows")
+
+        # 5. delete, 6. confirm
+        for seg, _ in ready:
+            self.store.delete(seg.segment_key)
+        for _, key in claims:
+            self.store.delete(key)
+        self._hook("after_delete")
+        deleted = [seg.segment_key for seg, _ in ready] + [key for _, key in claims]
+        self._record(
+            [
+                self._entry(plan, decision_id="", segment_key=key, action=_confirmation(key), reason="done")
+                for key in deleted
+            ],
+            tally,
+        )
+        tally.segments_deleted += len(ready)
+        tally.claims_deleted += len(claims)
+        for seg, _ in ready:
+            for s in seg.steps:
+                tally.count(s.action)
+
+    def _write_drops(self, drops: Sequence[Step], version: int) -> None:
+        compacts = [s for s in drops if s.action == "compact"]
+        expires = [s for s in drops if s.action == "expire"]
+        write_versions(
+            self.index,
+            [(s.decision_id, compact_change(s)) for s in compacts],
+            version=version,
+            captured_between=_bounds(compacts),
+        )
+        write_versions(
+            self.index,
+            [(s.decision_id, expire_change(s)) for s in expires],
+            version=version,
+            captured_between=_bounds(expires),
+        )
+        if expires:
+            delete_child_rows(self.index, [s.decision_id for s in expires])
+
+    def _expire_rows(self, plan: CompactionPlan, tally: _Tally) -> None:
+        """Records without content whose retention ended: log, then tombstone."""
+        if not plan.expiries:
+            return
+        logged = logged_entries(self.index, [""], decision_ids=[s.decision_id for s in plan.expiries])
+        entries = [
+            e
+            for s in plan.expiries
+            if (
+                e := self._entry(
+                    plan,
+                    decision_id=s.decision_id,
+                    segment_key="",
+                    action="expire",
+                    reason=s.reason,
+                    agent_id=s.candidate.agent_id,
+                )
+            ).key
+            not in logged
+        ]
+        self._record(entries, tally)
+        self._write_drops(plan.expiries, state_version(self.clock.now()))
+        tally.count("expire", len(plan.expiries))
+
+    # --- copying frames ---------------------------------------------------------------------------------
+
+
+def _content_already_gone(seg: SegmentPlan, as_of: datetime, tally: _Tally) -> SegmentPlan:
+    """The segment was deleted by an earlier run that logged it: its copies can only become drops."""
+    steps: list[Step] = []
+    for s in seg.steps:
+        if s.action not in COPY_ACTIONS:
+            steps.append(s)
+            continue
+        held = s.action == "hold-copy"
+        if held:
+            tally.errors.append(
+                f"{s.decision_id} is under legal hold but its segment {seg.segment_key} was already deleted "
+                "by an earlier run (logged); only its metadata remains"
+            )
+        action: Action = "expire" if not held and s.decision.expires_at <= as_of else "compact"
+        reason = f"content already deleted with segment {seg.segment_key} by an earlier run"
+        steps.append(replace(s, action=action, reason=reason))
+    return replace(seg, steps=tuple(steps))
+
+
+def _is_claim(key: str) -> bool:
+    return key.startswith(CLAIMS_PREFIX)
+
+
+def _confirmation(key: str) -> str:
+    return "claim-deleted" if _is_claim(key) else "segment-deleted"
+
+
+def _bounds(steps: Sequence[Step] | Sequence[tuple[Step, Any]]) -> tuple[datetime, datetime] | None:
+    moments = [(s[0] if isinstance(s, tuple) else s).candidate.captured_at for s in steps]
+    return (min(moments), max(moments)) if moments else None
+
+
+def _batches(segments: Sequence[SegmentPlan], limit: int) -> Iterator[list[SegmentPlan]]:
+    batch: list[SegmentPlan] = []
+    size = 0
+    for seg in segments:
+        if batch and size + len(seg.steps) > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(seg)
+        size += len(seg.steps)
+    if batch:
+        yield batch
+
+
+def _iso(moment: datetime) -> str:
+    return as_utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")

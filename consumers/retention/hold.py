@@ -1,0 +1,176 @@
+"""Legal hold: set and release, always with a reason, always audited.
+
+A hold is two columns of the decision's row (``legal_hold``, ``hold_reason``), written as a new row
+version. While it is set, compaction neither compacts nor expires the decision (its frame is copied
+out of a segment that goes, byte for byte) and the index's TTL backstop skips it. Releasing it hands
+the decision back to the policy: if its windows have passed, the next compaction applies them.
+
+Every request, including one that changes nothing (already held, not held), is audited twice: a line
+in ``<data_dir>/retention/holds.jsonl`` and a row of ``access_log`` (action ``legal-hold`` /
+``legal-release``, with the caller, scope and reason).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from consumers.access.log import AccessRecord, IndexAccessLog
+from consumers.index.engine import state_version
+from consumers.retention.clock import Clock, SystemClock, as_utc
+from consumers.retention.lock import retention_lock
+from consumers.retention.store import write_versions
+from schemas.errors import CaptureNotFound, RetentionError
+
+if TYPE_CHECKING:
+    from consumers.index import Index
+    from producers.settings import BlackboxSettings
+
+__all__ = ["HoldResult", "LegalHolds"]
+
+HoldAction = Literal["legal-hold", "legal-release"]
+
+
+@dataclass(frozen=True, slots=True)
+class HoldResult:
+    """The decision's hold state after the request; ``changed`` is False when it already was so."""
+
+    decision_id: str
+    legal_hold: bool
+    hold_reason: str
+    changed: bool
+    content_state: str
+    at: datetime
+
+
+class LegalHolds:
+    """Set and release legal holds on decisions of one index (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        index: Index,
+        audit_path: Path,
+        lock_path: Path,
+        caller: str,
+        scope: str = "operator",
+        clock: Clock | None = None,
+    ) -> None:
+        self.index = index
+        self.audit_path = Path(audit_path)
+        self.lock_path = Path(lock_path)
+        self.caller = caller
+        self.scope = scope
+        self.clock: Clock = clock or SystemClock()
+
+    @classmethod
+    def from_settings(
+        cls, settings: BlackboxSettings, *, index: Index, clock: Clock | None = None
+    ) -> LegalHolds:
+        base = Path(settings.data_dir) / "retention"
+        return cls(
+            index=index,
+            audit_path=base / "holds.jsonl",
+            lock_path=base / "retention.lock",
+            caller=settings.caller,
+            scope=settings.scope,
+            clock=clock,
+        )
+
+    def hold(self, decision_id: str, *, reason: str) -> HoldResult:
+        """Put ``decision_id`` under legal hold. Raises :class:`CaptureNotFound` for an unknown decision
+        and :class:`RetentionError` for an expired one (nothing is left to hold)."""
+        return self._change(decision_id, reason=reason, hold=True)
+
+    def release(self, decision_id: str, *, reason: str) -> HoldResult:
+        """Release the hold; the decision follows the retention policy again from the next compaction."""
+        return self._change(decision_id, reason=reason, hold=False)
+
+    def held(self) -> list[dict[str, Any]]:
+        """Every decision currently under hold: id, agent, reason, content state."""
+        return self.index.query(
+            "SELECT decision_id, agent_id, hold_reason, content_state, captured_at FROM decisions FINAL "
+            "WHERE legal_hold ORDER BY captured_at, decision_id"
+        )
+
+    def _change(self, decision_id: str, *, reason: str, hold: bool) -> HoldResult:
+        action: HoldAction = "legal-hold" if hold else "legal-release"
+        if not reason.strip():
+            raise RetentionError(f"{action} of {decision_id} needs a reason (--reason)")
+        with retention_lock(self.lock_path):
+            rows = self.index.query(
+                "SELECT decision_id, agent_id, legal_hold, hold_reason, content_state FROM decisions FINAL "
+                "WHERE decision_id = {id:String} LIMIT 1",
+                {"id": decision_id},
+            )
+            if not rows:
+                raise CaptureNotFound(f"no decision {decision_id} in the index")
+            row = rows[0]
+            now = self.clock.now()
+            if hold and row["content_state"] == "expired":
+                raise RetentionError(
+                    f"{decision_id} has expired under the retention policy; nothing is left to hold"
+                )
+            new_reason = reason if hold else ""
+            changed = bool(row["legal_hold"]) != hold or (hold and row["hold_reason"] != reason)
+            self._audit(action, row, reason=reason, changed=changed, at=now)
+            if changed:
+                write_versions(
+                    self.index,
+                    [(decision_id, {"legal_hold": hold, "hold_reason": new_reason})],
+                    version=state_version(now),
+                )
+            return HoldResult(
+                decision_id=decision_id,
+                legal_hold=hold,
+                hold_reason=new_reason if changed else str(row["hold_reason"]),
+                changed=changed,
+                content_state=str(row["content_state"]),
+                at=now,
+            )
+
+    def _audit(
+        self, action: HoldAction, row: dict[str, Any], *, reason: str, changed: bool, at: datetime
+    ) -> None:
+        detail = {
+            "changed": changed,
+            "previous_hold": bool(row["legal_hold"]),
+            "previous_reason": row["hold_reason"],
+        }
+        line = {
+            "at": as_utc(at).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "action": action,
+            "decision_id": row["decision_id"],
+            "agent_id": row["agent_id"],
+            "caller": self.caller,
+            "scope": self.scope,
+            "reason": reason,
+            **detail,
+        }
+        try:
+            self.audit_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.audit_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise RetentionError(f"cannot write the hold audit log {self.audit_path}: {exc}") from exc
+        IndexAccessLog(self.index).append(
+            [
+                AccessRecord(
+                    at=as_utc(at),
+                    caller=self.caller,
+                    scope=self.scope,
+                    decision_id=str(row["decision_id"]),
+                    agent_id=str(row["agent_id"]),
+                    action=action,
+                    reason=reason,
+                    outcome="allowed",
+                    detail=json.dumps(detail, sort_keys=True),
+                )
+            ]
+        )
