@@ -1,0 +1,131 @@
+"""The one gate every read of capture content passes (DESIGN decision 12).
+
+:meth:`AccessGate.authorize` checks the caller's scope against the scopes the capture admits and
+against the grants, appends a row to the access log (allowed *or* denied), and only then lets the
+read proceed. If the row cannot be written the read is refused: no unlogged access exists.
+
+Replay access is audit-only: the gate reads nothing but the capture's metadata and writes nothing
+but the log; it never promotes, re-scores or changes retention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from consumers.access.grants import Grants
+from consumers.access.log import AccessLog, AccessRecord
+from consumers.access.scopes import Caller, capture_scopes
+from schemas.errors import AccessDenied
+
+READ_ACTIONS = frozenset({"replay", "replay-live", "show", "export", "verify"})
+
+
+class AccessLogUnavailable(AccessDenied):
+    """The access log could not be written, so the read is refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveAuthorization:
+    """Proof that an operator authorized live tool calls for one decision, and that it was logged."""
+
+    caller: str
+    decision_id: str
+    reason: str
+    granted_at: datetime
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AccessGate:
+    """Scope + grant check, then an access-log row, then (only then) the read."""
+
+    def __init__(
+        self, *, log: AccessLog, grants: Grants | None = None, clock: Callable[[], datetime] = _utc_now
+    ) -> None:
+        self._log = log
+        self._grants = grants or Grants.default()
+        self._clock = clock
+
+    def authorize(
+        self, caller: Caller, capture: Mapping[str, Any], *, action: str = "replay"
+    ) -> AccessRecord:
+        """Log and allow one read, or log and raise :class:`AccessDenied`."""
+        record = self.authorize_many(caller, [capture], action=action)[0]
+        raise_if_denied(record)
+        return record
+
+    def authorize_many(
+        self,
+        caller: Caller,
+        captures: Sequence[Mapping[str, Any]],
+        *,
+        action: str = "replay",
+        detail: str = "",
+    ) -> list[AccessRecord]:
+        """Decide for each capture and log every decision in one write; denied ones are returned, not raised.
+
+        Raises :class:`AccessLogUnavailable` (refusing all of them) if the log write fails.
+        """
+        if action not in READ_ACTIONS:
+            raise ValueError(f"unknown access action {action!r}")
+        at = self._clock()
+        records = [self._decide(caller, capture, action=action, at=at, detail=detail) for capture in captures]
+        try:
+            self._log.append(records)
+        except Exception as exc:  # any failure to write the log refuses the read
+            raise AccessLogUnavailable(
+                f"access refused: the access log could not be written ({type(exc).__name__}: {exc})"
+            ) from exc
+        return records
+
+    def authorize_live(self, caller: Caller, capture: Mapping[str, Any], *, reason: str) -> LiveAuthorization:
+        """Authorize live tool calls for one decision: operator scope, a stated reason, logged first."""
+        live_caller = Caller(identity=caller.identity, scope=caller.scope, reason=reason)
+        record = self.authorize(live_caller, capture, action="replay-live")
+        return LiveAuthorization(
+            caller=caller.identity, decision_id=record.decision_id, reason=reason, granted_at=record.at
+        )
+
+    def _decide(
+        self, caller: Caller, capture: Mapping[str, Any], *, action: str, at: datetime, detail: str
+    ) -> AccessRecord:
+        decision_id = str(capture.get("decisionId") or "")
+        agent_id = str(capture.get("agentId") or "")
+        admitted = capture_scopes(capture)
+        why = ""
+        if caller.scope not in admitted:
+            why = f"the capture admits scope {'|'.join(sorted(admitted))}, not {caller.scope}"
+        elif not self._grants.permits(caller, agent_id=agent_id, decision_id=decision_id, at=at):
+            why = f"no grant for {caller.identity} as {caller.scope} over agent {agent_id} ({self._grants.source})"
+        elif action == "replay-live" and caller.scope != "operator":
+            why = "live replay can change real state; only an operator may authorize it"
+        elif action == "replay-live" and not caller.reason.strip():
+            why = "live replay needs a stated reason (--authorize REASON)"
+        return AccessRecord(
+            at=at,
+            caller=caller.identity,
+            scope=caller.scope,
+            decision_id=decision_id,
+            agent_id=agent_id,
+            action=action,
+            reason=caller.reason,
+            outcome="denied" if why else "allowed",
+            detail="; ".join(p for p in (detail, why) if p),
+        )
+
+
+def denial(record: AccessRecord) -> AccessDenied:
+    """The error a denied record stands for."""
+    return AccessDenied(
+        f"{record.caller} ({record.scope}) may not {record.action} {record.decision_id}: {record.detail}"
+    )
+
+
+def raise_if_denied(record: AccessRecord) -> None:
+    if record.outcome == "denied":
+        raise denial(record)

@@ -1,0 +1,410 @@
+"""``blackbox replay``, ``blackbox bisect``, ``blackbox regress``: replay captured decisions in the sandbox.
+
+Every command reads captures through the access gate (caller, scope and reason from flags or
+``BLACKBOX_CALLER`` / ``BLACKBOX_SCOPE``), verifies them against the trust store, and records
+each result in ``replay_runs``. The model is reached at ``--model-endpoint`` /
+``BLACKBOX_MODEL_ENDPOINT`` (else the endpoint the capture names).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from consumers.access import AccessGate, Caller, Grants, IndexAccessLog, parse_scope
+from consumers.replay.bisect import BisectResult, ExplainResult, Target, bisect_candidates, explain_change
+from consumers.replay.clients import CallableModelClient, ModelClient, OpenAICompatibleClient
+from consumers.replay.regress import RegressionResult, regress
+from consumers.replay.replayer import Replayer
+from consumers.replay.report import render_table, replay_with_report, report_json, result_row, run_rows
+from consumers.replay.runlog import IndexReplayRunLog, ReplayRunLog
+from consumers.replay.sandbox import HttpToolBackend
+from consumers.replay.source import CaptureSource, FileCaptureSource, IndexedCaptureSource
+from consumers.replay.variation import Variation, load_configuration, parse_variation
+from consumers.replay.verification import EvidenceVerifier
+from producers.settings import BlackboxSettings, load_settings
+from schemas.errors import ContractError
+
+FileOpt = Annotated[
+    Path | None, typer.Option("--file", help="Read the capture from this JSON file instead of the store.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+AllowUnverifiedOpt = Annotated[
+    bool,
+    typer.Option("--allow-unverified", help="Replay a capture that fails verification; marked UNVERIFIED."),
+]
+EndpointOpt = Annotated[
+    str | None, typer.Option("--model-endpoint", help="OpenAI-compatible base URL (else env, else captured).")
+]
+ApiKeyOpt = Annotated[
+    str | None, typer.Option("--model-api-key", help="Bearer key (else BLACKBOX_MODEL_API_KEY).")
+]
+SubstituteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--substitute-model", help="Model to use if the captured one is unavailable (report says so)."
+    ),
+]
+CallerOpt = Annotated[str | None, typer.Option("--caller", help="Who is reading (else BLACKBOX_CALLER).")]
+ScopeOpt = Annotated[
+    str | None, typer.Option("--scope", help="operator | regulator | counterparty (else BLACKBOX_SCOPE).")
+]
+CallableOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model-callable",
+        help="In-process model instead of HTTP: MODULE:NAME (a function, or a class built with no arguments).",
+    ),
+]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why you are reading; recorded in the access log.")]
+GrantsOpt = Annotated[
+    Path | None, typer.Option("--grants", help="Grants TOML (default <data_dir>/grants.toml if present).")
+]
+VaryOpt = Annotated[
+    list[str] | None,
+    typer.Option("--vary", help="NAME=VALUE or NAME=@file; one variable per flag; repeatable."),
+]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Replays in flight.")]
+
+
+@dataclass(frozen=True, slots=True)
+class _Access:
+    caller: str | None
+    scope: str | None
+    reason: str
+    grants: Path | None
+
+
+@contextmanager
+def _replayer(
+    *,
+    access: _Access,
+    file: Path | None,
+    allow_unverified: bool,
+    endpoint: str | None,
+    api_key: str | None,
+    substitute: str | None,
+    model_callable: str | None = None,
+    live_tools: str | None = None,
+    live_reason: str | None = None,
+    directory: Path | None = None,
+) -> Iterator[tuple[Replayer, CaptureSource, ReplayRunLog, BlackboxSettings]]:
+    settings = load_settings(caller=access.caller, scope=access.scope)
+    caller = Caller(identity=settings.caller, scope=parse_scope(settings.scope), reason=access.reason)
+    with ExitStack() as stack:
+        from consumers.index import open_index
+
+        index = open_index(settings)
+        stack.callback(index.close)
+        source: CaptureSource
+        if file is not None:
+            source = FileCaptureSource(file)
+        elif directory is not None:
+            source = FileCaptureSource(directory)
+        else:
+            from producers.blobstore import open_blob_store
+
+            source = IndexedCaptureSource(index, open_blob_store(settings))
+        client: ModelClient
+        if model_callable is not None:
+            client = CallableModelClient(load_callable(model_callable))
+        else:
+            http = OpenAICompatibleClient.from_env(endpoint=endpoint, api_key=api_key)
+            stack.callback(http.close)
+            client = http
+        backend = None
+        if live_tools is not None:
+            backend = HttpToolBackend(live_tools)
+            stack.callback(backend.close)
+        gate = AccessGate(
+            log=IndexAccessLog(index),
+            grants=Grants.load(access.grants or settings.data_dir / "grants.toml"),
+        )
+        replayer = Replayer(
+            source=source,
+            client=client,
+            gate=gate,
+            caller=caller,
+            verifier=EvidenceVerifier.from_settings(settings),
+            allow_unverified=allow_unverified,
+            substitute_model=substitute,
+            live_tools=backend,
+            live_reason=live_reason,
+        )
+        yield replayer, source, IndexReplayRunLog(index), settings
+
+
+def load_callable(spec: str) -> Callable[[dict[str, Any]], Any]:
+    """``module:name`` → the callable; a class is instantiated with no arguments."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ContractError("expected MODULE:NAME", path="--model-callable")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ContractError(f"cannot load {spec!r}: {exc}", path="--model-callable") from exc
+    fn = target() if isinstance(target, type) else target
+    if not callable(fn):
+        raise ContractError(f"{spec!r} is not callable", path="--model-callable")
+    return cast(Callable[[dict[str, Any]], Any], fn)
+
+
+def _decision_id(decision_id: str | None, file: Path | None) -> str:
+    if decision_id:
+        return decision_id
+    if file is None:
+        raise ContractError("give a DECISION_ID or --file capture.json", path="DECISION_ID")
+    value = json.loads(file.read_text(encoding="utf-8"))
+    return str(value.get("decisionId"))
+
+
+def _variations(specs: list[str] | None) -> list[Variation]:
+    return [parse_variation(spec) for spec in specs or ()]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def replay_command(
+    decision_id: Annotated[
+        str | None, typer.Argument(help="Decision to replay (optional with --file).")
+    ] = None,
+    vary: VaryOpt = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Replay each configuration N times.")] = 1,
+    as_json: JsonOpt = False,
+    allow_unverified: AllowUnverifiedOpt = False,
+    live: Annotated[bool, typer.Option("--live", help="Call real tools (needs --authorize).")] = False,
+    authorize: Annotated[
+        str | None, typer.Option("--authorize", help="Reason for a live replay; logged.")
+    ] = None,
+    tool_endpoint: Annotated[
+        str | None, typer.Option("--tool-endpoint", help="Base URL of the live tools (live mode only).")
+    ] = None,
+    model_endpoint: EndpointOpt = None,
+    model_api_key: ApiKeyOpt = None,
+    model_callable: CallableOpt = None,
+    substitute_model: SubstituteOpt = None,
+    file: FileOpt = None,
+    caller: CallerOpt = None,
+    scope: ScopeOpt = None,
+    reason: ReasonOpt = "",
+    grants: GrantsOpt = None,
+) -> None:
+    """Replay one decision as captured and under each --vary, and compare with the capture."""
+    if live and not (authorize and authorize.strip() and tool_endpoint):
+        raise ContractError("--live needs --authorize REASON and --tool-endpoint URL", path="--live")
+    variations = _variations(vary)
+    did = _decision_id(decision_id, file)
+    with _replayer(
+        access=_Access(caller, scope, reason, grants),
+        file=file,
+        allow_unverified=allow_unverified,
+        endpoint=model_endpoint,
+        api_key=model_api_key,
+        model_callable=model_callable,
+        substitute=substitute_model,
+        live_tools=tool_endpoint if live else None,
+        live_reason=authorize if live else None,
+    ) as (replayer, _source, run_log, _settings):
+        prepared = replayer.prepare(did)
+        report = replay_with_report(replayer, prepared, variations=variations, runs=runs)
+        run_log.append(run_rows(report, at=_now()))
+    if as_json:
+        typer.echo(json.dumps(report_json(report), ensure_ascii=False, indent=2))
+    else:
+        render_table(report, Console())
+
+
+def bisect_command(
+    decision_id: Annotated[
+        str | None, typer.Argument(help="Decision to bisect (optional with --file).")
+    ] = None,
+    candidate: Annotated[
+        list[str] | None,
+        typer.Option("--candidate", help="NAME=VALUE|@file, in order (e.g. prompt v4.1 ... v4.7)."),
+    ] = None,
+    find: Annotated[
+        str,
+        typer.Option("--find", help="reproduces (first candidate showing the captured outcome) | changes."),
+    ] = "reproduces",
+    from_config: Annotated[Path | None, typer.Option("--from", help="Configuration A (TOML).")] = None,
+    to_config: Annotated[Path | None, typer.Option("--to", help="Configuration B (TOML).")] = None,
+    as_json: JsonOpt = False,
+    allow_unverified: AllowUnverifiedOpt = False,
+    model_endpoint: EndpointOpt = None,
+    model_api_key: ApiKeyOpt = None,
+    model_callable: CallableOpt = None,
+    substitute_model: SubstituteOpt = None,
+    file: FileOpt = None,
+    caller: CallerOpt = None,
+    scope: ScopeOpt = None,
+    reason: ReasonOpt = "",
+    grants: GrantsOpt = None,
+) -> None:
+    """Name the first candidate that flips the outcome, or the changed variable(s) between two configs."""
+    if (from_config is None) != (to_config is None):
+        raise ContractError("--from and --to go together", path="--from")
+    if from_config is None and not candidate:
+        raise ContractError(
+            "give --candidate NAME=VALUE ... or --from A.toml --to B.toml", path="--candidate"
+        )
+    if find not in ("reproduces", "changes"):
+        raise ContractError("--find is reproduces or changes", path="--find")
+    target: Target = "reproduces" if find == "reproduces" else "changes"
+    did = _decision_id(decision_id, file)
+    with _replayer(
+        access=_Access(caller, scope, reason, grants),
+        file=file,
+        allow_unverified=allow_unverified,
+        endpoint=model_endpoint,
+        api_key=model_api_key,
+        model_callable=model_callable,
+        substitute=substitute_model,
+    ) as (replayer, _source, run_log, _settings):
+        prepared = replayer.prepare(did)
+        run_id, at = _run_id(), _now()
+        outcome: BisectResult | ExplainResult
+        if from_config is not None and to_config is not None:
+            outcome = explain_change(
+                replayer,
+                prepared,
+                before=load_configuration(from_config),
+                after=load_configuration(to_config),
+            )
+            results = [outcome.from_result, outcome.to_result, *(s.result for s in outcome.steps)]
+            verdicts = ["from", "to", *("flips" if s.flips else "no flip" for s in outcome.steps)]
+        else:
+            outcome = bisect_candidates(replayer, prepared, _variations(candidate), target=target)
+            results = [s.result for s in outcome.steps]
+            verdicts = ["hit" if s.hit else "miss" for s in outcome.steps]
+        run_log.append(
+            [
+                result_row(r, r.compared_to_original(), run_id=run_id, at=at, kind="bisect", verdict=v)
+                for r, v in zip(results, verdicts, strict=True)
+            ]
+        )
+    if as_json:
+        typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False, indent=2))
+    else:
+        _print_bisect(outcome, Console())
+
+
+def regress_command(
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only captures at or after (ISO-8601).")
+    ] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's captures.")] = None,
+    sample: Annotated[int, typer.Option("-n", "--sample", min=1, help="How many past captures.")] = 100,
+    vary: VaryOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="New configuration (TOML).")] = None,
+    workers: WorkersOpt = 4,
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="Sample from a directory of capture JSON files.")
+    ] = None,
+    as_json: JsonOpt = False,
+    allow_unverified: AllowUnverifiedOpt = False,
+    model_endpoint: EndpointOpt = None,
+    model_api_key: ApiKeyOpt = None,
+    model_callable: CallableOpt = None,
+    substitute_model: SubstituteOpt = None,
+    caller: CallerOpt = None,
+    scope: ScopeOpt = None,
+    reason: ReasonOpt = "",
+    grants: GrantsOpt = None,
+) -> None:
+    """Replay a sample of past full captures under a new configuration; list decisions that changed."""
+    configuration = list(load_configuration(config).values()) if config else _variations(vary)
+    since_at = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+    console = Console(stderr=True)
+    with _replayer(
+        access=_Access(caller, scope, reason, grants),
+        file=None,
+        directory=directory,
+        allow_unverified=allow_unverified,
+        endpoint=model_endpoint,
+        api_key=model_api_key,
+        model_callable=model_callable,
+        substitute=substitute_model,
+    ) as (replayer, source, run_log, _settings):
+        ids = source.sample(since=since_at, agent=agent, n=sample)
+        result = regress(
+            replayer,
+            ids,
+            configuration=configuration,
+            workers=workers,
+            run_log=run_log,
+            progress=not as_json,
+            console=console,
+        )
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        _print_regression(result, Console())
+
+
+def _run_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def _print_bisect(outcome: BisectResult | ExplainResult, console: Console) -> None:
+    if isinstance(outcome, BisectResult):
+        table = Table(title=f"bisect {outcome.decision_id}: first candidate that {outcome.target}")
+        for column in ("candidate", "replayed", "hit"):
+            table.add_column(column)
+        replayed = {s.index: s for s in outcome.steps}
+        for i, label in enumerate(outcome.labels):
+            step = replayed.get(i)
+            table.add_row(label, "yes" if step else "", ("yes" if step.hit else "no") if step else "")
+        console.print(table)
+        named = outcome.first_label or "none of the candidates"
+        console.print(
+            f"first: [bold]{named}[/bold] ({outcome.replays} replays for {len(outcome.labels)} candidates)"
+        )
+        return
+    console.print(f"changed variables: {', '.join(outcome.changed_variables) or 'none'}")
+    if not outcome.outcome_differs:
+        console.print("the two configurations give the same outcome: nothing to explain")
+        return
+    for tried in outcome.steps:
+        console.print(
+            f"  {' + '.join(tried.variables)}: {'flips the outcome' if tried.flips else 'no change'}"
+        )
+    culprits = ["+".join(c) for c in outcome.culprits]
+    console.print(f"implicated: [bold]{', '.join(culprits) or 'no combination explains it'}[/bold]")
+
+
+def _print_regression(result: RegressionResult, console: Console) -> None:
+    counts = result.counts
+    console.print(
+        f"replayed {len(result.results)} decisions in {result.seconds:.1f}s: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+    )
+    if result.changed:
+        table = Table(title="decisions whose outcome changed")
+        for column in ("decision", "status", "first divergent step"):
+            table.add_column(column)
+        for row in result.to_json()["changed"]:
+            table.add_row(row["decisionId"], row["status"], str(row["firstDivergentStep"] or ""))
+        console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay_command)
+    app.command("bisect")(bisect_command)
+    app.command("regress")(regress_command)
+
+
+__all__: list[Any] = ["register"]

@@ -1,0 +1,99 @@
+"""Replay: re-execute a captured decision in a sandbox, vary one variable, bisect, regress.
+
+Load → access gate → verify → rebuild the exact request (hash-checked) → run the agent against
+recorded tool answers and captured external state → compare with the capture. See
+``consumers/replay/replayer.py`` for the flow and DESIGN decisions 10-12 for the rules.
+"""
+
+from consumers.replay.agent_hook import AgentFunction, AgentRun, ReplayHandles, StepLimitReached, run_agent
+from consumers.replay.bisect import BisectResult, ExplainResult, bisect_candidates, explain_change
+from consumers.replay.clients import (
+    CallableModelClient,
+    ChatResponse,
+    ModelClient,
+    ModelNotFound,
+    OpenAICompatibleClient,
+)
+from consumers.replay.loop import tool_calling_loop
+from consumers.replay.outcome import Comparison, Outcome, compare
+from consumers.replay.regress import RegressionResult, regress
+from consumers.replay.replayer import (
+    PreparedCapture,
+    Replayer,
+    ReplayResult,
+    ReplayResults,
+    UnverifiedCapture,
+)
+from consumers.replay.report import ReplayReport, build_report, render_table, replay_with_report, report_json
+from consumers.replay.request import ChatRequest, ContentAbsent, HashCheck, rebuild_request
+from consumers.replay.runlog import IndexReplayRunLog, ListReplayRunLog, ReplayRunLog, ReplayRunRow
+from consumers.replay.sandbox import HttpToolBackend, LiveTools, Sandbox, ToolBackend, ToolCall
+from consumers.replay.source import CaptureSource, FileCaptureSource, IndexedCaptureSource
+from consumers.replay.variance import Variance, characterize, distribution
+from consumers.replay.variation import (
+    InvalidVariation,
+    Variation,
+    apply_variation,
+    load_configuration,
+    parse_variation,
+)
+from consumers.replay.verification import EvidenceVerifier, Verifier
+
+__all__ = [
+    "AgentFunction",
+    "AgentRun",
+    "BisectResult",
+    "CallableModelClient",
+    "CaptureSource",
+    "ChatRequest",
+    "ChatResponse",
+    "Comparison",
+    "ContentAbsent",
+    "EvidenceVerifier",
+    "ExplainResult",
+    "FileCaptureSource",
+    "HashCheck",
+    "HttpToolBackend",
+    "IndexReplayRunLog",
+    "IndexedCaptureSource",
+    "InvalidVariation",
+    "ListReplayRunLog",
+    "LiveTools",
+    "ModelClient",
+    "ModelNotFound",
+    "OpenAICompatibleClient",
+    "Outcome",
+    "PreparedCapture",
+    "RegressionResult",
+    "ReplayHandles",
+    "ReplayReport",
+    "ReplayResult",
+    "ReplayResults",
+    "ReplayRunLog",
+    "ReplayRunRow",
+    "Replayer",
+    "Sandbox",
+    "StepLimitReached",
+    "ToolBackend",
+    "ToolCall",
+    "UnverifiedCapture",
+    "Variance",
+    "Variation",
+    "Verifier",
+    "apply_variation",
+    "bisect_candidates",
+    "build_report",
+    "characterize",
+    "compare",
+    "distribution",
+    "explain_change",
+    "load_configuration",
+    "parse_variation",
+    "rebuild_request",
+    "regress",
+    "render_table",
+    "replay_with_report",
+    "report_json",
+    "run_agent",
+    "tool_calling_loop",
+]

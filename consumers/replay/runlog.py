@@ -1,0 +1,70 @@
+"""``replay_runs``: one row per replay result (as-captured, variation, bisect step, regression).
+
+Rows are written by whoever knows what the run was for (the report, bisect, regress), in one
+insert per batch, through the same narrow table-writer seam the access log uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from consumers.access.log import TableWriter
+
+RunKind = Literal["replay", "variation", "bisect", "regress", "variance"]
+REPLAY_RUNS_TABLE = "replay_runs"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRunRow:
+    """One row of ``replay_runs`` (columns of the same names)."""
+
+    run_id: str
+    at: datetime
+    decision_id: str
+    agent_id: str
+    kind: str
+    variable: str
+    variation_value: str
+    attempt: int
+    model_used: str
+    substitute_model: str
+    final_output_equal: bool
+    tool_sequence_equal: bool
+    first_divergent_step: int | None
+    stop_reason: str
+    verdict: str
+    outcome_changed: bool
+    detail: str
+
+
+class ReplayRunLog(Protocol):
+    def append(self, rows: Sequence[ReplayRunRow]) -> None: ...
+
+
+class IndexReplayRunLog:
+    """Rows in the index's ``replay_runs`` table."""
+
+    def __init__(self, index: TableWriter) -> None:
+        self._index = index
+
+    def append(self, rows: Sequence[ReplayRunRow]) -> None:
+        if not rows:
+            return
+        columns: dict[str, list[Any]] = {name: [] for name in ReplayRunRow.__dataclass_fields__}
+        for row in rows:
+            for name, value in asdict(row).items():
+                columns[name].append(value)
+        self._index.insert(REPLAY_RUNS_TABLE, columns)
+
+
+class ListReplayRunLog:
+    """Rows kept in memory (library use without an index; tests of callers)."""
+
+    def __init__(self) -> None:
+        self.rows: list[ReplayRunRow] = []
+
+    def append(self, rows: Sequence[ReplayRunRow]) -> None:
+        self.rows.extend(rows)
