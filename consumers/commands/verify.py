@@ -1,8 +1,8 @@
 """``blackbox verify``: is a capture evidence? Prints the verdict and exits 0 (verified) or 1 (not).
 
 - ``blackbox verify --file FILE.json`` verifies a capture in the JSON form.
-- ``blackbox verify DECISION_ID`` will load the capture from the store: the lookup is
-  :func:`_load_capture_by_id`, filled in by the ingest/index area (it must pass the access gate).
+- ``blackbox verify DECISION_ID`` checks the stored capture (one range GET) and its index rows,
+  after the access gate has logged the read; a compacted decision verifies from its manifest.
 
 Output: ``verified: <decisionId> key=<key_id> (N parts)`` (plus the absent parts of a
 structured-only or compacted capture), or ``NOT VERIFIED: <decisionId> part=<part>: <reason>``.
@@ -19,7 +19,7 @@ import typer
 
 from producers.evidence import TrustStore, verify_capture
 from producers.settings import BlackboxSettings, load_settings
-from schemas.errors import BlackboxError, ContractError, VerificationError
+from schemas.errors import ContractError, VerificationError
 
 __all__ = ["register", "verify_command"]
 
@@ -38,31 +38,62 @@ def _load_capture_file(path: Path) -> dict[str, Any]:
     return value
 
 
-def _load_capture_by_id(decision_id: str, settings: BlackboxSettings) -> dict[str, Any]:
-    """The capture for ``decision_id`` from the index and blob store (not wired yet)."""
-    raise BlackboxError(
-        f"verify by decision id ({decision_id}) is not available yet: the index lookup is not wired; "
-        "use `blackbox verify --file FILE.json`"
+def _verify_by_id(decision_id: str, settings: BlackboxSettings, trust: TrustStore, reason: str) -> None:
+    """Verify the stored capture and its index rows, after the access gate logged the read."""
+    from consumers.access import AccessGate, Caller, Grants, IndexAccessLog, parse_scope
+    from consumers.index import open_index
+    from consumers.ingest.show import current_row
+    from consumers.ingest.verify_stored import verify_stored
+    from producers.blobstore import open_blob_store
+
+    index = open_index(settings)
+    try:
+        row = current_row(index, decision_id)
+        subject = (
+            json.loads(row["manifest_json"])
+            if row and row.get("manifest_json")
+            else {"decisionId": decision_id, "agentId": (row or {}).get("agent_id", "")}
+        )
+        gate = AccessGate(log=IndexAccessLog(index), grants=Grants.load(settings.data_dir / "grants.toml"))
+        caller = Caller(identity=settings.caller, scope=parse_scope(settings.scope), reason=reason)
+        gate.authorize(caller, subject, action="verify")
+        try:
+            result = verify_stored(decision_id, index=index, store=open_blob_store(settings), trust=trust)
+        except VerificationError as exc:
+            detail = str(exc).removeprefix(f"{exc.part}: ")
+            typer.echo(f"NOT VERIFIED: {decision_id} part={exc.part} ({type(exc).__name__}): {detail}")
+            raise typer.Exit(1) from exc
+    finally:
+        index.close()
+    typer.echo(
+        f"verified: {decision_id} key={result.key_id} ({result.checked_parts} parts; stored "
+        f"{result.content_state}; index rows match)"
     )
+    if result.absent_parts:
+        typer.echo(f"absent content (hash kept, not checked): {', '.join(result.absent_parts)}")
 
 
 def verify_command(
     decision_id: Annotated[
-        str | None, typer.Argument(help="Decision id to load from the store (not available yet).")
+        str | None, typer.Argument(help="Decision id: verify the stored capture and its index rows.")
     ] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="A capture in the JSON form.")] = None,
     trust_store: Annotated[
         Path | None, typer.Option("--trust-store", help="Trust store TOML (default from settings).")
     ] = None,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why you are reading; recorded in the access log.")
+    ] = "verify",
 ) -> None:
     """Verify a capture's signature, key, content hashes and working-set root."""
     if (decision_id is None) == (file is None):
         raise ContractError("give either a DECISION_ID or --file FILE.json", path="verify")
     settings = load_settings(trust_store=trust_store)
-    capture = (
-        _load_capture_file(file) if file is not None else _load_capture_by_id(str(decision_id), settings)
-    )
     trust = TrustStore.load(settings.resolved_trust_store)
+    if file is None:
+        _verify_by_id(str(decision_id), settings, trust, reason)
+        return
+    capture = _load_capture_file(file)
     name = capture.get("decisionId") or decision_id or (str(file) if file else "?")
     try:
         report = verify_capture(capture, trust)

@@ -107,12 +107,15 @@ def test_verify_reports_absent_parts(app: typer.Typer, env: Path) -> None:
     assert "(12 parts)" in result.output and "renderedContext.text" in result.output
 
 
-def test_verify_by_decision_id_is_a_clear_error_for_now(app: typer.Typer, env: Path) -> None:
+def test_verify_needs_exactly_one_of_id_or_file(app: typer.Typer, env: Path) -> None:
+    # (verify DECISION_ID against a stored capture runs in tests/consumers/demo and tests/consumers/ingest)
     _trust_golden(env)
-    result = CliRunner().invoke(app, ["verify", "dec_01J9Z8K2V6XAMPLE"])
-    assert isinstance(result.exception, BlackboxError)
-    assert "not available yet" in str(result.exception)
     result = CliRunner().invoke(app, ["verify"])
+    assert isinstance(result.exception, BlackboxError) and "either a DECISION_ID or --file" in str(
+        result.exception
+    )
+    both = ["verify", "dec_01J9Z8K2V6XAMPLE", "--file", str(GOLDEN / "capture.signed.json")]
+    result = CliRunner().invoke(app, both)
     assert isinstance(result.exception, BlackboxError)
 
 
