@@ -8,6 +8,7 @@ from consumers.access.gate import AccessGate, AccessLogUnavailable, LiveAuthoriz
 from consumers.access.grants import Grant, Grants
 from consumers.access.log import AccessLog, AccessRecord, IndexAccessLog, JsonlAccessLog, TableWriter
 from consumers.access.scopes import SCOPES, Caller, Scope, capture_scopes, parse_scope
+from consumers.access.wiring import caller_for, gate_for
 
 __all__ = [
     "SCOPES",
@@ -23,8 +24,10 @@ __all__ = [
     "LiveAuthorization",
     "Scope",
     "TableWriter",
+    "caller_for",
     "capture_scopes",
     "denial",
+    "gate_for",
     "parse_scope",
     "raise_if_denied",
 ]

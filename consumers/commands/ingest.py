@@ -70,7 +70,7 @@ def show_command(
     ] = "",
 ) -> None:
     """Show one stored capture (logged in the access log)."""
-    from consumers.access import AccessGate, Caller, IndexAccessLog
+    from consumers.access import caller_for, gate_for
     from consumers.index import open_index
     from consumers.ingest.show import load_capture
     from producers.blobstore import open_blob_store
@@ -78,8 +78,8 @@ def show_command(
     settings = load_settings()
     index = open_index(settings)
     try:
-        gate = AccessGate(log=IndexAccessLog(index))
-        caller = Caller(identity=settings.caller, scope=settings.scope, reason=reason)
+        gate = gate_for(settings, index)
+        caller = caller_for(settings, reason=reason)
         shown = load_capture(
             decision_id, index=index, store=open_blob_store(settings), gate=gate, caller=caller
         )

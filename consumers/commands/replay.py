@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from consumers.access import AccessGate, Caller, Grants, IndexAccessLog, parse_scope
+from consumers.access import caller_for, gate_for
 from consumers.replay.bisect import BisectResult, ExplainResult, Target, bisect_candidates, explain_change
 from consumers.replay.clients import CallableModelClient, ModelClient, OpenAICompatibleClient
 from consumers.replay.regress import RegressionResult, regress
@@ -100,7 +100,7 @@ def _replayer(
     directory: Path | None = None,
 ) -> Iterator[tuple[Replayer, CaptureSource, ReplayRunLog, BlackboxSettings]]:
     settings = load_settings(caller=access.caller, scope=access.scope)
-    caller = Caller(identity=settings.caller, scope=parse_scope(settings.scope), reason=access.reason)
+    caller = caller_for(settings, reason=access.reason)
     with ExitStack() as stack:
         from consumers.index import open_index
 
@@ -126,10 +126,7 @@ def _replayer(
         if live_tools is not None:
             backend = HttpToolBackend(live_tools)
             stack.callback(backend.close)
-        gate = AccessGate(
-            log=IndexAccessLog(index),
-            grants=Grants.load(access.grants or settings.data_dir / "grants.toml"),
-        )
+        gate = gate_for(settings, index, grants=access.grants)
         replayer = Replayer(
             source=source,
             client=client,

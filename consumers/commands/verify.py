@@ -40,7 +40,7 @@ def _load_capture_file(path: Path) -> dict[str, Any]:
 
 def _verify_by_id(decision_id: str, settings: BlackboxSettings, trust: TrustStore, reason: str) -> None:
     """Verify the stored capture and its index rows, after the access gate logged the read."""
-    from consumers.access import AccessGate, Caller, Grants, IndexAccessLog, parse_scope
+    from consumers.access import caller_for, gate_for
     from consumers.index import open_index
     from consumers.ingest.show import current_row
     from consumers.ingest.verify_stored import verify_stored
@@ -54,9 +54,7 @@ def _verify_by_id(decision_id: str, settings: BlackboxSettings, trust: TrustStor
             if row and row.get("manifest_json")
             else {"decisionId": decision_id, "agentId": (row or {}).get("agent_id", "")}
         )
-        gate = AccessGate(log=IndexAccessLog(index), grants=Grants.load(settings.data_dir / "grants.toml"))
-        caller = Caller(identity=settings.caller, scope=parse_scope(settings.scope), reason=reason)
-        gate.authorize(caller, subject, action="verify")
+        gate_for(settings, index).authorize(caller_for(settings, reason=reason), subject, action="verify")
         try:
             result = verify_stored(decision_id, index=index, store=open_blob_store(settings), trust=trust)
         except VerificationError as exc:

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from consumers.access import AccessGate, Caller, Grants, IndexAccessLog, parse_scope
+from consumers.access import Caller, gate_for
 from consumers.demo.agent import (
     MODEL_VERSIONS,
     PROMPT_VERSIONS,
@@ -319,10 +319,8 @@ def _replayer(settings: BlackboxSettings, index: Any) -> Replayer:
     return Replayer(
         source=IndexedCaptureSource(index, open_blob_store(settings)),
         client=CallableModelClient(ScriptedSupportModel()),
-        gate=AccessGate(log=IndexAccessLog(index), grants=Grants.load(settings.data_dir / "grants.toml")),
-        caller=Caller(
-            identity="demo-incident-responder", scope=parse_scope("operator"), reason="demo: refund incident"
-        ),
+        gate=gate_for(settings, index),
+        caller=Caller(identity="demo-incident-responder", scope="operator", reason="demo: refund incident"),
         verifier=EvidenceVerifier.from_settings(settings),
     )
 
