@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from demo_cli import run
+from headless_browser import dump_dom
 
 
 def test_demo_reaches_the_right_conclusion(demo: tuple[Path, str]) -> None:
@@ -67,3 +68,6 @@ def test_demo_leaves_data_the_commands_can_explore(demo: tuple[Path, str]) -> No
     run(["report", "--out", str(page), "--since", since.group(1)], env=env)
     html = page.read_text(encoding="utf-8")
     assert "v4.7" in html and "system_prompt" in html
+    dom = dump_dom(page)
+    assert 'data-rendered="6"' in dom, "the report's six charts were not drawn"
+    assert dom.count('class="series"') >= 3 + 3  # prompt versions + latency percentiles
