@@ -56,15 +56,16 @@ QUESTIONS = (
 class SimulatedDay:
     day: int
     prompt_version: str
-    model_version: str
+    canary_share: float  # share of traffic on the newer model version that day
 
 
 def schedule(days: int) -> list[SimulatedDay]:
-    """Prompt versions in three eras; the model upgrade falls in the middle of v4.6's era."""
+    """Prompt versions in three eras; the newer model version runs as a canary from the start and
+    takes half the traffic from the middle on, so every prompt era sees both model versions."""
     out = []
     for day in range(days):
         era = min(2, day * 3 // days)
-        out.append(SimulatedDay(day, PROMPT_VERSIONS[era], MODEL_VERSIONS[0 if day < days // 2 else 1]))
+        out.append(SimulatedDay(day, PROMPT_VERSIONS[era], 0.2 if day < days // 2 else 0.5))
     return out
 
 
@@ -160,7 +161,7 @@ def _one_decision(
         prompt = system_prompt(day.prompt_version)
         d.configure(
             model=MODEL_ID,
-            model_version=day.model_version,
+            model_version=MODEL_VERSIONS[1] if rng.random() < day.canary_share else MODEL_VERSIONS[0],
             endpoint=ENDPOINT,
             system_prompt=prompt,
             system_prompt_version=day.prompt_version,

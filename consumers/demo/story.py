@@ -63,6 +63,7 @@ class DemoResult:
     decisions: int
     failures: int
     worst_prompt: str
+    failing_working_sets: str  # the smallest working-set bucket with failures (trend working_set_vs_failure)
     failed_decision: str
     reproduced: bool
     implicated: tuple[str, ...]
@@ -71,9 +72,13 @@ class DemoResult:
     bisect_replays: int
 
     def conclusion(self) -> str:
+        cause = f"system prompt {self.bisect_first}"
+        if "memory" in self.implicated:
+            cause += f" together with large working sets (failures only from {self.failing_working_sets} up)"
+        outcome = "reproduced the wrong refund" if self.reproduced else "did NOT reproduce the failure"
         return (
-            f"Root cause: system prompt {self.bisect_first} together with working sets over 8 KB. "
-            f"Replaying {self.failed_decision} reproduced the wrong refund; varying "
+            f"Root cause: {cause}. "
+            f"Replaying {self.failed_decision} {outcome}; varying "
             f"{' and '.join(self.implicated)} alone clears it, while {', '.join(self.cleared)} "
             f"change nothing. Bisect over {', '.join(PROMPT_VERSIONS)} names {self.bisect_first} "
             f"in {self.bisect_replays} replays."
@@ -127,7 +132,9 @@ def run_demo(
     index = open_index(settings)
     try:
         console.rule("[bold]3. What the SREs see")
-        worst = _trends(index, since=start, until=start + timedelta(days=days + 1), console=console)
+        worst, failing_sets = _trends(
+            index, since=start, until=start + timedelta(days=days + 1), console=console
+        )
 
         console.rule("[bold]4. Replay one failed decision")
         failed_id = _pick_failed(index, worst)
@@ -175,6 +182,7 @@ def run_demo(
         decisions=decisions,
         failures=wrong,
         worst_prompt=worst,
+        failing_working_sets=failing_sets,
         failed_decision=failed_id,
         reproduced=reproduced,
         implicated=implicated,
@@ -267,7 +275,7 @@ def _ingest(settings: BlackboxSettings, *, expected: int, console: Console) -> N
     )
 
 
-def _trends(index: Any, *, since: datetime, until: datetime, console: Console) -> str:
+def _trends(index: Any, *, since: datetime, until: datetime, console: Console) -> tuple[str, str]:
     rows = run_trend(index, "failure_rate", since=since, until=until)
     by_cell: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     by_day: dict[str, dict[str, float]] = defaultdict(dict)
@@ -300,8 +308,25 @@ def _trends(index: Any, *, since: datetime, until: datetime, console: Console) -
             days.add_row(day, prompt, f"{value:.1%}" + (" ◀" if value > 0.05 else ""))
     console.print(days)
     worst = max(rate, key=lambda p: rate[p])
-    console.print(f"The failures cluster on prompt [bold red]{worst}[/bold red], across both model versions.")
-    return worst
+    failing_models = [m for m in MODEL_VERSIONS if by_cell.get((worst, m), [0, 0])[1] > 0]
+    spread = (
+        "on every model version, so the model is not the suspect"
+        if len(failing_models) == len(MODEL_VERSIONS)
+        else f"only on model {', '.join(failing_models)}"
+    )
+    console.print(f"The failures cluster on prompt [bold red]{worst}[/bold red], {spread}.")
+    sizes = run_trend(index, "working_set_vs_failure", since=since, until=until)
+    by_bytes: dict[str, list[int]] = {}
+    for row in sizes:  # rows come ordered by bytes bucket
+        cell = by_bytes.setdefault(row["bytes_bucket"], [0, 0])
+        cell[0] += int(row["decisions"])
+        cell[1] += int(row["failures"])
+    failing = [bucket for bucket, (_, f) in by_bytes.items() if f > 0]
+    console.print(
+        "Failures by working-set size (trend: working_set_vs_failure): "
+        + ", ".join(f"{b} {f}/{n}" for b, (n, f) in by_bytes.items())
+    )
+    return worst, failing[0] if failing else "none"
 
 
 def _pick_failed(index: Any, prompt_version: str) -> str:

@@ -18,9 +18,12 @@ from headless_browser import dump_dom
 def test_demo_reaches_the_right_conclusion(demo: tuple[Path, str]) -> None:
     _, output = demo
     assert "Transport: spool; blobs: local; index: chdb." in output
-    assert "The failures cluster on prompt v4.7" in output
+    assert "The failures cluster on prompt v4.7, on every model version" in output
     conclusion = output.split("Conclusion", 1)[1]
-    assert "Root cause: system prompt v4.7" in conclusion
+    assert (
+        "Root cause: system prompt v4.7 together with large working sets (failures only from 4-16KiB up)"
+        in (conclusion)
+    )
     assert "varying system_prompt and memory alone clears it" in conclusion
     assert "while model, sampling, external_state change nothing" in conclusion
     assert re.search(r"Bisect over v4\.5, v4\.6, v4\.7 names v4\.7 in [12] replays", conclusion)
