@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import marshal
 from typing import Any
 
 import rfc8785
@@ -121,6 +122,33 @@ def normalize(value: Any, *, omit_null_members: bool = False) -> Any:
         return None
 
 
+def normalize_stripped(
+    value: dict[Any, Any], drop: frozenset[str], omit_null_members: bool
+) -> dict[Any, Any]:
+    """``normalize({k: v for k, v in value.items() if k not in drop}, ...)`` as a fresh dict, one pass.
+
+    For internal use by :func:`producers.evidence.manifest.normalized_manifest`; raises
+    ``_SlowPath`` (or ``RecursionError``) exactly where :func:`normalize` would return ``None``.
+    """
+    out: dict[Any, Any] = {}
+    for key, item in value.items():
+        if key in drop:
+            continue
+        if type(key) is not str:
+            raise _SlowPath
+        if not key.isascii() and max(key) > "\uffff":
+            raise _SlowPath
+        kind = type(item)
+        if kind is str or kind is bool:
+            out[key] = item
+        elif item is None:
+            if not omit_null_members:
+                out[key] = item
+        else:
+            out[key] = _normalize(item, omit_null_members)
+    return out
+
+
 def encode_normalized(value: Any) -> bytes:
     """RFC 8785 bytes of a value returned by :func:`normalize` (``UnicodeEncodeError`` on lone surrogates)."""
     return _encode(value).encode("utf-8")
@@ -203,26 +231,42 @@ def json_hash(value: Any, *, path: str = "") -> str:
     return HASH_PREFIX + hashlib.sha256(canonical_json(value, path=path)).hexdigest()
 
 
+def fast_json_hash(value: Any) -> str | None:
+    """:func:`json_hash` when the fast path applies, else ``None`` (then call :func:`json_hash`).
+
+    Exactly the first half of :func:`canonical_json`: when it returns a hash, :func:`json_hash`
+    returns the same one (it would take the same fast path); it never raises for bad content.
+    """
+    try:
+        data = _encode(_normalize(value, False)).encode("utf-8")
+    except (_SlowPath, UnicodeEncodeError, ValueError, TypeError, RecursionError):
+        return None
+    return HASH_PREFIX + hashlib.sha256(data).hexdigest()
+
+
 class JsonHashCache:
     """Remembers the hash of large JSON values that repeat verbatim (an agent's tool schema).
 
-    The key is the value's plain ``json`` text (insertion order, no sorting: about a quarter of the
-    canonicalization cost), which determines the RFC 8785 bytes of any value with string keys. A
-    value whose keys are not strings — refused by RFC 8785 — can only hit an entry made from the
-    string-keyed value it prints as, which is exactly what the codec stores and a verifier reads
-    back, so a hit never yields a hash that fails verification. Thread-safe (worst case, a race
-    recomputes). Values shorter than ``min_chars`` are not cached.
+    The key is the value's :mod:`marshal` bytes (a C walk, several times cheaper than printing
+    it). ``marshal`` serializes only exact built-in types (a subclass raises ``ValueError``: no
+    caching) and faithfully — ``marshal.loads(key) == value`` with the same types, ``bool`` vs
+    ``int`` vs ``float`` and ``-0.0`` kept apart, dict insertion order kept — so two values with the
+    same key are indistinguishable to :func:`json_hash`, and a hit returns exactly the hash
+    :func:`json_hash` would compute. (The bytes may also depend on string interning and shared
+    references; that only turns equal values into separate entries, never a wrong hit.) Only
+    successfully computed hashes are stored. Thread-safe (worst case, a race recomputes). Values
+    whose key is shorter than ``min_chars`` bytes are not cached.
     """
 
     def __init__(self, *, max_entries: int = 32, min_chars: int = 1024, max_chars: int = 1 << 20) -> None:
-        self._entries: dict[str, str] = {}
+        self._entries: dict[bytes, str] = {}
         self._max_entries = max_entries
         self._min_chars = min_chars
         self._max_chars = max_chars
 
     def json_hash(self, value: Any, *, path: str = "") -> str:
         try:
-            text = _plain(value)
+            text = marshal.dumps(value)
         except (TypeError, ValueError, RecursionError):
             return json_hash(value, path=path)
         if not self._min_chars <= len(text) <= self._max_chars:

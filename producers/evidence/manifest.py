@@ -25,7 +25,14 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from producers.evidence.canonical import canonical_json, normalize, omit_nulls
+from producers.evidence.canonical import (
+    _normalize,
+    _SlowPath,
+    canonical_json,
+    normalize,
+    normalize_stripped,
+    omit_nulls,
+)
 from producers.evidence.parts import SECTION_CONTENT
 
 MANIFEST_PAYLOAD_TYPE = "application/vnd.blackbox.manifest+json;version=replay/v1"
@@ -64,8 +71,63 @@ def normalized_manifest(capture: Mapping[str, Any]) -> dict[str, Any] | None:
     ``None`` when only the slow path (:func:`manifest_bytes`) can serialize it. Its section dicts
     (``memoryState`` included) are fresh and may be patched; everything deeper is shared.
     """
-    normalized = normalize(manifest_view(capture), omit_null_members=True)
-    return normalized if isinstance(normalized, dict) else None
+    if type(capture) is not dict:
+        normalized = normalize(manifest_view(capture), omit_null_members=True)
+        return normalized if isinstance(normalized, dict) else None
+    # One pass doing what manifest_view + normalize(omit_null_members=True) do, with the same
+    # result (see tests/producers/evidence/test_verify_fastpath.py): the top level keeps every
+    # member except nulls; dict sections lose their content keys (records in their lists too);
+    # the signature dict loses signatureBytes; every kept value is normalized.
+    try:
+        out: dict[str, Any] = {}
+        for key, value in capture.items():
+            if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
+                return None
+            kind = type(value)
+            if kind is str or kind is bool:
+                out[key] = value
+            elif value is None:
+                continue
+            elif key in SECTION_CONTENT and isinstance(value, dict):
+                out[key] = _normalized_section(value, *SECTION_CONTENT[key])
+            elif key == "signature" and isinstance(value, dict):
+                out[key] = normalize_stripped(value, _SIGNATURE_BYTES, True)
+            else:
+                out[key] = _normalize(value, True)
+    except (_SlowPath, RecursionError):
+        return None
+    return out
+
+
+_SIGNATURE_BYTES = frozenset({"signatureBytes"})
+
+
+def _normalized_section(
+    section: dict[Any, Any], top_keys: frozenset[str], list_keys: dict[str, frozenset[str]]
+) -> dict[Any, Any]:
+    """``normalize`` of the section as :func:`manifest_view` strips it (a fresh dict)."""
+    out: dict[Any, Any] = {}
+    for key, item in section.items():
+        if key in top_keys:
+            continue
+        if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
+            raise _SlowPath
+        kind = type(item)
+        if kind is str or kind is bool:
+            out[key] = item
+        elif item is None:
+            continue
+        elif key in list_keys and isinstance(item, list):
+            record_keys = list_keys[key]
+            out[key] = [
+                normalize_stripped(record, record_keys, True)
+                if isinstance(record, dict)
+                else _normalize(record, True)
+                for record in item
+            ]
+        else:
+            out[key] = _normalize(item, True)
+    return out
 
 
 def manifest(capture: Mapping[str, Any]) -> dict[str, Any]:

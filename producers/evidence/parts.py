@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from producers.evidence.canonical import JsonHashCache, json_hash, text_hash
+from producers.evidence.canonical import JsonHashCache, fast_json_hash, json_hash, text_hash
 from schemas.errors import ContractError
 
 PartKind = Literal["text", "json"]
@@ -156,7 +156,7 @@ class PartRef(NamedTuple):
                 raise ContractError(f"{self.label} is not valid Unicode text: {exc}", path=self.path) from exc
         if self.field.repeats:
             return _REPEATED.json_hash(content, path=self.path)
-        return json_hash(content, path=self.path)
+        return fast_json_hash(content) or json_hash(content, path=self.path)
 
 
 def record_tag(list_key: str, record: Mapping[str, Any]) -> str:

@@ -25,19 +25,20 @@ Checks, in this order (the first failure raises):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from hashlib import sha256
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from producers.evidence.canonical import HASH_PREFIX
+from producers.evidence.canonical import HASH_PREFIX, fast_json_hash
 from producers.evidence.dsse import b64decode, pae
 from producers.evidence.keys import key_id_from_ref
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE
 from producers.evidence.merkle import CONTEXT_SET_ALGORITHM, merkle_root, working_set_leaves
-from producers.evidence.parts import iter_parts
+from producers.evidence.parts import PART_FIELDS, PartRef
 from producers.evidence.payload import signing_payload
 from producers.evidence.seal import SIGNATURE_ALGORITHM, SIGNATURE_PREFIX
 from producers.evidence.trust import TrustStore, parse_time
@@ -58,6 +59,14 @@ class VerificationReport:
     absent_parts: tuple[str, ...] = ()  # content gone, hash kept (paths)
     checked_parts: int = 0  # present content parts whose hash matched
     decision_id: str | None = None
+
+
+def _text_hash_or_none(text: str) -> str | None:
+    """:func:`~producers.evidence.canonical.text_hash`, or None where it would raise."""
+    try:
+        return HASH_PREFIX + sha256(text.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:
+        return None
 
 
 def verify_capture(
@@ -128,30 +137,61 @@ def verify_capture(
             part="signature",
         ) from exc
 
-    # 4. content
+    # 4. content — the slots of iter_parts, in its order, without building a PartRef per slot (one
+    # is built for messages, absent paths, and for every hash the inline fast paths do not give).
     absent: list[str] = []
     checked = 0
-    for ref in iter_parts(capture):
-        recorded = ref.recorded_hash
-        if ref.content is None:
-            if recorded is not None:
-                absent.append(ref.path)
+    for field in PART_FIELDS:
+        section = capture.get(field.section)
+        if not isinstance(section, dict):
             continue
-        if recorded is None:
-            raise ContentHashMismatch(
-                f"{ref.label} is present but the signed manifest records no hash for it", part=ref.path
-            )
-        if not isinstance(recorded, str) or not recorded.startswith(HASH_PREFIX):
-            raise UnknownAlgorithm(f"{ref.label}: hash {recorded!r:.40} is not sha256", part=ref.hash_path)
-        try:
-            computed = ref.compute_hash()
-        except ContractError as exc:
-            raise ContentHashMismatch(f"{ref.label} cannot be what was hashed: {exc}", part=ref.path) from exc
-        if computed != recorded:
-            raise ContentHashMismatch(
-                f"{ref.label} hashes to {computed}, the signed manifest says {recorded}", part=ref.path
-            )
-        checked += 1
+        if field.list_key is None:
+            holders: Iterable[tuple[int | None, Any]] = ((None, section),)
+        else:
+            records = section.get(field.list_key)
+            if not isinstance(records, list):
+                continue
+            holders = enumerate(records)
+        content_key, hash_key = field.content_key, field.hash_key
+        for index, holder in holders:
+            if not isinstance(holder, dict):
+                continue
+            recorded = holder.get(hash_key)
+            content = holder.get(content_key)
+            if content is None:
+                if recorded is not None:
+                    absent.append(PartRef(field, index, holder).path)
+                continue
+            if recorded is None:
+                ref = PartRef(field, index, holder)
+                raise ContentHashMismatch(
+                    f"{ref.label} is present but the signed manifest records no hash for it", part=ref.path
+                )
+            if not isinstance(recorded, str) or not recorded.startswith(HASH_PREFIX):
+                ref = PartRef(field, index, holder)
+                raise UnknownAlgorithm(
+                    f"{ref.label}: hash {recorded!r:.40} is not sha256", part=ref.hash_path
+                )
+            # Text that is a str hashes as its UTF-8, JSON on the canonical fast path: both exactly
+            # what PartRef.compute_hash returns; every other case, and every error, goes through it.
+            if field.kind == "text":
+                computed = _text_hash_or_none(content) if type(content) is str else None
+            else:
+                computed = None if field.repeats else fast_json_hash(content)
+            if computed is None:
+                ref = PartRef(field, index, holder)
+                try:
+                    computed = ref.compute_hash()
+                except ContractError as exc:
+                    raise ContentHashMismatch(
+                        f"{ref.label} cannot be what was hashed: {exc}", part=ref.path
+                    ) from exc
+            if computed != recorded:
+                ref = PartRef(field, index, holder)
+                raise ContentHashMismatch(
+                    f"{ref.label} hashes to {computed}, the signed manifest says {recorded}", part=ref.path
+                )
+            checked += 1
 
     # 5. working set
     entries = memory.get("workingSetEntries")

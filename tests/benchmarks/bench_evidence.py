@@ -1,6 +1,6 @@
 """Seal / verify cost for a ~20 KB capture, side by side with the floor, in one run.
 
-Run: ``python tests/producers/evidence/bench_evidence.py [--runs N]``. The floor is what any
+Run: ``python tests/benchmarks/bench_evidence.py [--runs N]``. The floor is what any
 signed capture costs: one sha256 over the encoded JSON plus one ed25519 signature (seal), or one
 ed25519 verification (verify). Prints the best of several rounds, in microseconds per capture.
 """
@@ -86,6 +86,7 @@ def main() -> None:
     results = measure(parser.parse_args().runs)
     for name, value in results.items():
         print(f"{name:32s} {value:10.1f}")
+    print(f"{'verify / floor (ratio)':32s} {results['verify'] / results['floor: ed25519 verify']:10.2f}")
 
 
 if __name__ == "__main__":
