@@ -53,12 +53,10 @@ def is_consequential(capture: Mapping[str, Any]) -> bool:
 
 
 def retention_class(capture: Mapping[str, Any]) -> RetentionClass:
-    """Which segment family a capture belongs to (see the module docstring)."""
-    if is_consequential(capture):
-        return "consequential"
-    if capture.get("captureLevel") == "structured-only":
-        return "structured"
-    return "routine"
+    """Which segment family a capture belongs to: the retention policy's answer, never a second copy."""
+    from consumers.retention.policy import classify as policy_class
+
+    return policy_class(capture)
 
 
 def classify(
