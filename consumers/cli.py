@@ -9,6 +9,8 @@ import importlib
 
 import typer
 
+from consumers.index import require_existing_index
+from producers.settings import load_settings
 from schemas.errors import BlackboxError
 
 COMMAND_MODULES = (
@@ -43,6 +45,18 @@ def _register_all() -> None:
 
 
 _register_all()
+
+# Commands that only read an existing index: pointed at a data directory that does not exist, they say
+# so instead of creating an empty index and answering "no decision" (a mistyped BLACKBOX_DATA_DIR).
+_READS_EXISTING_INDEX = frozenset(
+    {"show", "query", "compact", "hold", "release", "replay", "bisect", "regress", "report"}
+)
+
+
+@app.callback()
+def _before_command(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand in _READS_EXISTING_INDEX:
+        require_existing_index(load_settings())
 
 
 def main() -> None:

@@ -9,10 +9,12 @@ Settings are read when :func:`load_settings` is called, never at import time.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args, get_origin
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.errors import SettingsInvalid
 
 
 class BlackboxSettings(BaseSettings):
@@ -92,5 +94,36 @@ class BlackboxSettings(BaseSettings):
 
 
 def load_settings(**overrides: object) -> BlackboxSettings:
-    """Read settings from the environment now; keyword overrides win (used by CLI flags and tests)."""
-    return BlackboxSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    """Read settings from the environment now; keyword overrides win (used by CLI flags and tests).
+
+    A bad value raises :class:`SettingsInvalid` naming each setting as the user wrote it
+    (``BLACKBOX_SCOPE``), the value given and what is allowed, never a pydantic traceback.
+    """
+    try:
+        return BlackboxSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise SettingsInvalid(describe_invalid_settings(exc)) from exc
+
+
+def describe_invalid_settings(exc: ValidationError) -> str:
+    """One line per bad setting: ``BLACKBOX_SCOPE='admin' is not allowed: expected 'operator', ...``."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "?"
+        name = f"BLACKBOX_{field.upper()}"
+        given = error.get("input")
+        allowed = _ALLOWED.get(field) or error["msg"]
+        lines.append(f"{name}={given!r} is not allowed: {allowed}")
+    return "invalid settings: " + "; ".join(lines)
+
+
+def _allowed_values(field: str) -> str | None:
+    """``one of 'a', 'b'`` for a Literal-typed setting, else None (pydantic's message is used)."""
+    annotation = BlackboxSettings.model_fields[field].annotation
+    values = get_args(annotation) if get_origin(annotation) is Literal else ()
+    return "one of " + ", ".join(repr(v) for v in values) if values else None
+
+
+_ALLOWED: dict[str, str] = {
+    name: allowed for name in BlackboxSettings.model_fields if (allowed := _allowed_values(name))
+}

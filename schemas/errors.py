@@ -11,6 +11,15 @@ class BlackboxError(Exception):
     """Root of every error blackbox raises on purpose."""
 
 
+class SettingsInvalid(BlackboxError):
+    """A ``BLACKBOX_*`` setting has a value that is not allowed; the message names it, the value given
+    and what is allowed."""
+
+
+class DataDirMissing(BlackboxError):
+    """A read command was pointed at a data directory (or embedded index) that does not exist."""
+
+
 # --- the contract -------------------------------------------------------------------------
 class ContractError(BlackboxError):
     """Input does not satisfy the replay/v1 contract; ``path`` names the offending field."""
@@ -51,6 +60,15 @@ class SignatureInvalid(VerificationError):
 
 class KeyNotTrusted(VerificationError):
     """The signing key is unknown to the trust store, outside its validity window, or revoked."""
+
+
+class KeyNotAuthorizedForAgent(KeyNotTrusted):
+    """A trusted key signed for an agent id outside the agents its trust record names."""
+
+    def __init__(self, message: str, *, key_id: str, agent_id: str, part: str = "agentId") -> None:
+        self.key_id = key_id
+        self.agent_id = agent_id
+        super().__init__(message, part=part)
 
 
 class UnknownAlgorithm(VerificationError):

@@ -18,6 +18,7 @@ chdb one-path-per-process rule.
 from __future__ import annotations
 
 from producers.settings import BlackboxSettings
+from schemas.errors import DataDirMissing
 
 from .embedded import ChdbIndex, chdb_open_path
 from .engine import TABLES, Index, load_ddl, parse_timestamp, split_statements, state_version
@@ -40,11 +41,28 @@ __all__ = [
     "load_ddl",
     "open_index",
     "parse_timestamp",
+    "require_existing_index",
     "run_trend",
     "split_statements",
     "state_version",
     "trend_sql",
 ]
+
+
+def require_existing_index(settings: BlackboxSettings) -> None:
+    """Refuse a read on an embedded index that was never created: the usual cause is a mistyped
+    ``BLACKBOX_DATA_DIR``, and creating an empty index there would answer "no such decision"."""
+    if settings.clickhouse_url:
+        return
+    path = settings.resolved_chdb_path
+    if not path.is_dir():
+        where = f"BLACKBOX_DATA_DIR={settings.data_dir}"
+        if settings.chdb_path is not None:
+            where = f"BLACKBOX_CHDB_PATH={settings.chdb_path}"
+        raise DataDirMissing(
+            f"no blackbox index at {path} ({where}): that directory does not exist. Check the setting, "
+            "or ingest captures there first with `blackbox consume` (or `blackbox demo`)."
+        )
 
 
 def open_index(

@@ -71,6 +71,26 @@ def chdb_open_path() -> str | None:
         return next(iter(_chdb_open), None)
 
 
+def _locked_by_another_process(path: str) -> bool:
+    """True when another process holds the engine's ``status`` file lock (ClickHouse takes an exclusive
+    flock on it for as long as a server, embedded or not, has the directory open)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(path, "status"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 class ChdbIndex(SqlIndex):
     """Embedded ClickHouse over a persistent directory (see the module docstring for the one-path rule).
 
@@ -95,6 +115,13 @@ class ChdbIndex(SqlIndex):
                 self._conn: Any = chdb.connect(self.path)
             except Exception as exc:
                 others = [p for p in _chdb_open if p != self.path]
+                if not others and _locked_by_another_process(self.path):
+                    raise IndexError_(
+                        f"the embedded index at {self.path} is in use by another process (is `blackbox "
+                        "consume` running on it?). Embedded chdb allows one process per data directory: "
+                        "stop that process first, or run the services on a ClickHouse server "
+                        "(BLACKBOX_CLICKHOUSE_URL) so several processes can share the index."
+                    ) from exc
                 hint = f" (this process already has chdb open at {others[0]})" if others else ""
                 raise IndexError_(
                     f"cannot open chdb at {self.path}{hint}: one chdb data path per process; "
