@@ -54,6 +54,9 @@ class BlackboxSettings(BaseSettings):
     clickhouse_url: str | None = Field(
         None, description="ClickHouse server (http://user:pass@host:8123/db); unset means embedded chdb."
     )
+    query_clickhouse_url: str | None = Field(
+        None, description="The read-only user `blackbox query` runs as on a ClickHouse server (README)."
+    )
     chdb_path: Path | None = Field(None, description="chdb data directory; default <data_dir>/index.")
 
     # evidence
@@ -72,6 +75,16 @@ class BlackboxSettings(BaseSettings):
     caller: str = Field("local-operator", description="Who is reading, recorded in the access log.")
     scope: Literal["operator", "regulator", "counterparty"] = "operator"
 
+    # replay's model endpoints: only these are dialled, never the endpoint a capture names on its own
+    model_endpoint: str | None = Field(None, description="OpenAI-compatible base URL replay sends to.")
+    model_api_key: SecretStr | None = Field(None, description="Bearer key, sent only to model_endpoint.")
+    model_endpoints: Path | None = Field(
+        None, description="Allow-list of endpoints and their keys; default <data_dir>/model_endpoints.toml."
+    )
+    model_allow_insecure_http: bool = Field(
+        False, description="Allow sending a key over plain http:// to a host that is not loopback."
+    )
+
     @property
     def resolved_spool_dir(self) -> Path:
         return self.spool_dir or self.data_dir / "spool"
@@ -87,6 +100,10 @@ class BlackboxSettings(BaseSettings):
     @property
     def resolved_trust_store(self) -> Path:
         return self.trust_store or self.data_dir / "trust.toml"
+
+    @property
+    def resolved_model_endpoints(self) -> Path:
+        return self.model_endpoints or self.data_dir / "model_endpoints.toml"
 
     @property
     def index_engine(self) -> Literal["chdb", "clickhouse"]:

@@ -3,7 +3,8 @@
 Every command reads captures through the access gate (caller, scope and reason from flags or
 ``BLACKBOX_CALLER`` / ``BLACKBOX_SCOPE``), verifies them against the trust store, and records
 each result in ``replay_runs``. The model is reached at ``--model-endpoint`` /
-``BLACKBOX_MODEL_ENDPOINT`` (else the endpoint the capture names).
+``BLACKBOX_MODEL_ENDPOINT``, else at the captured endpoint only if ``BLACKBOX_MODEL_ENDPOINTS``
+allow-lists it (``consumers/replay/endpoints.py``); a capture never chooses where replay connects.
 """
 
 from __future__ import annotations
@@ -44,10 +45,22 @@ AllowUnverifiedOpt = Annotated[
     typer.Option("--allow-unverified", help="Replay a capture that fails verification; marked UNVERIFIED."),
 ]
 EndpointOpt = Annotated[
-    str | None, typer.Option("--model-endpoint", help="OpenAI-compatible base URL (else env, else captured).")
+    str | None,
+    typer.Option(
+        "--model-endpoint",
+        help="OpenAI-compatible base URL (else BLACKBOX_MODEL_ENDPOINT, else the allow-list; never the captured one alone).",
+    ),
 ]
 ApiKeyOpt = Annotated[
-    str | None, typer.Option("--model-api-key", help="Bearer key (else BLACKBOX_MODEL_API_KEY).")
+    str | None,
+    typer.Option("--model-api-key", help="Bearer key for --model-endpoint (else BLACKBOX_MODEL_API_KEY)."),
+]
+InsecureHttpOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-insecure-http",
+        help="Allow sending the key over plain http:// to a host that is not loopback.",
+    ),
 ]
 SubstituteOpt = Annotated[
     str | None,
@@ -94,6 +107,7 @@ def _replayer(
     endpoint: str | None,
     api_key: str | None,
     substitute: str | None,
+    allow_insecure_http: bool = False,
     model_callable: str | None = None,
     live_tools: str | None = None,
     live_reason: str | None = None,
@@ -117,9 +131,11 @@ def _replayer(
             source = IndexedCaptureSource(index, open_blob_store(settings))
         client: ModelClient
         if model_callable is not None:
-            client = CallableModelClient(load_callable(model_callable))
+            client = CallableModelClient(load_callable(model_callable), name=model_callable)
         else:
-            http = OpenAICompatibleClient.from_env(endpoint=endpoint, api_key=api_key)
+            http = OpenAICompatibleClient.from_settings(
+                settings, endpoint=endpoint, api_key=api_key, allow_insecure_http=allow_insecure_http
+            )
             stack.callback(http.close)
             client = http
         backend = None
@@ -190,6 +206,7 @@ def replay_command(
     ] = None,
     model_endpoint: EndpointOpt = None,
     model_api_key: ApiKeyOpt = None,
+    allow_insecure_http: InsecureHttpOpt = False,
     model_callable: CallableOpt = None,
     substitute_model: SubstituteOpt = None,
     file: FileOpt = None,
@@ -209,6 +226,7 @@ def replay_command(
         allow_unverified=allow_unverified,
         endpoint=model_endpoint,
         api_key=model_api_key,
+        allow_insecure_http=allow_insecure_http,
         model_callable=model_callable,
         substitute=substitute_model,
         live_tools=tool_endpoint if live else None,
@@ -241,6 +259,7 @@ def bisect_command(
     allow_unverified: AllowUnverifiedOpt = False,
     model_endpoint: EndpointOpt = None,
     model_api_key: ApiKeyOpt = None,
+    allow_insecure_http: InsecureHttpOpt = False,
     model_callable: CallableOpt = None,
     substitute_model: SubstituteOpt = None,
     file: FileOpt = None,
@@ -266,6 +285,7 @@ def bisect_command(
         allow_unverified=allow_unverified,
         endpoint=model_endpoint,
         api_key=model_api_key,
+        allow_insecure_http=allow_insecure_http,
         model_callable=model_callable,
         substitute=substitute_model,
     ) as (replayer, _source, run_log, _settings):
@@ -313,6 +333,7 @@ def regress_command(
     allow_unverified: AllowUnverifiedOpt = False,
     model_endpoint: EndpointOpt = None,
     model_api_key: ApiKeyOpt = None,
+    allow_insecure_http: InsecureHttpOpt = False,
     model_callable: CallableOpt = None,
     substitute_model: SubstituteOpt = None,
     caller: CallerOpt = None,
@@ -331,6 +352,7 @@ def regress_command(
         allow_unverified=allow_unverified,
         endpoint=model_endpoint,
         api_key=model_api_key,
+        allow_insecure_http=allow_insecure_http,
         model_callable=model_callable,
         substitute=substitute_model,
     ) as (replayer, source, run_log, _settings):

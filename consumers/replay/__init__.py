@@ -14,6 +14,7 @@ from consumers.replay.clients import (
     ModelNotFound,
     OpenAICompatibleClient,
 )
+from consumers.replay.endpoints import EndpointNotAllowed, EndpointPolicy, InsecureEndpoint, ModelEndpoint
 from consumers.replay.loop import tool_calling_loop
 from consumers.replay.outcome import Comparison, Outcome, compare
 from consumers.replay.regress import RegressionResult, regress
@@ -49,6 +50,8 @@ __all__ = [
     "ChatResponse",
     "Comparison",
     "ContentAbsent",
+    "EndpointNotAllowed",
+    "EndpointPolicy",
     "EvidenceVerifier",
     "ExplainResult",
     "FileCaptureSource",
@@ -56,10 +59,12 @@ __all__ = [
     "HttpToolBackend",
     "IndexReplayRunLog",
     "IndexedCaptureSource",
+    "InsecureEndpoint",
     "InvalidVariation",
     "ListReplayRunLog",
     "LiveTools",
     "ModelClient",
+    "ModelEndpoint",
     "ModelNotFound",
     "OpenAICompatibleClient",
     "Outcome",

@@ -2,25 +2,23 @@
 
 The HTTP client serves vLLM, llama.cpp, Ollama and hosted APIs alike: ``POST
 {endpoint}/chat/completions``. The body it posts is :meth:`ChatRequest.body`, so the captured
-rendered context travels byte for byte. The endpoint is the operator's (flag or
-``BLACKBOX_MODEL_ENDPOINT``) when given, else the one the capture names.
+rendered context travels byte for byte. It dials only what the operator configured (see
+``consumers/replay/endpoints.py``): the endpoint a capture names is shown, never dialled on its own.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
+from consumers.replay.endpoints import EndpointPolicy
 from consumers.replay.request import ChatRequest
+from producers.settings import BlackboxSettings
 from schemas.errors import ModelClientError
-
-ENDPOINT_ENV = "BLACKBOX_MODEL_ENDPOINT"
-API_KEY_ENV = "BLACKBOX_MODEL_API_KEY"
 
 
 class ModelNotFound(ModelClientError):
@@ -59,12 +57,19 @@ class ModelClient(Protocol):
         self, request: ChatRequest, *, extra_messages: Sequence[Mapping[str, Any]] = ()
     ) -> ChatResponse: ...
 
+    def destination(self, request: ChatRequest) -> str:
+        """Where ``request`` would be sent, for the report; raises if it may not be sent anywhere."""
+        ...
+
 
 class OpenAICompatibleClient:
     """``POST {endpoint}/chat/completions`` over httpx, one pooled connection set per client.
 
-    ``endpoint`` overrides the captured ``modelProviderEndpoint`` for every request; leave it
-    None to use the capture's. Thread-safe (httpx.Client is), so regressions share one client.
+    ``policy`` decides the endpoint and key of every request (:class:`EndpointPolicy`);
+    ``endpoint``/``api_key`` are the short form for one operator endpoint. The captured
+    ``modelProviderEndpoint`` is dialled only when the policy allow-lists it. Thread-safe
+    (httpx.Client is), so regressions share one client; redirects are not followed, so a key
+    never follows one to another host.
     """
 
     def __init__(
@@ -72,45 +77,54 @@ class OpenAICompatibleClient:
         *,
         endpoint: str | None = None,
         api_key: str | None = None,
+        policy: EndpointPolicy | None = None,
         timeout: float = 60.0,
         http: httpx.Client | None = None,
     ) -> None:
-        self.endpoint = endpoint
-        self._headers = {"Content-Type": "application/json"}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._http = http or httpx.Client(timeout=timeout)
+        if policy is not None and (endpoint or api_key):
+            raise ValueError("give a policy, or an endpoint and key, not both")
+        self.policy = policy or EndpointPolicy.build(
+            endpoint=endpoint, endpoint_source="operator", api_key=api_key
+        )
+        self._http = http or httpx.Client(timeout=timeout, follow_redirects=False)
         self._owns_http = http is None
 
     @classmethod
-    def from_env(
+    def from_settings(
         cls,
+        settings: BlackboxSettings,
         *,
         endpoint: str | None = None,
         api_key: str | None = None,
-        environ: Mapping[str, str] | None = None,
+        allow_insecure_http: bool = False,
         timeout: float = 60.0,
     ) -> OpenAICompatibleClient:
-        """Flags win over ``BLACKBOX_MODEL_ENDPOINT`` / ``BLACKBOX_MODEL_API_KEY``."""
-        env = os.environ if environ is None else environ
-        return cls(
-            endpoint=endpoint or env.get(ENDPOINT_ENV) or None,
-            api_key=api_key or env.get(API_KEY_ENV) or None,
-            timeout=timeout,
+        """Flags win over ``BLACKBOX_MODEL_ENDPOINT`` / ``BLACKBOX_MODEL_API_KEY``; the allow-list is
+        ``BLACKBOX_MODEL_ENDPOINTS``."""
+        policy = EndpointPolicy.from_settings(
+            settings, endpoint=endpoint, api_key=api_key, allow_insecure_http=allow_insecure_http
         )
+        return cls(policy=policy, timeout=timeout)
+
+    @property
+    def endpoint(self) -> str | None:
+        """The operator endpoint, or None when only allow-listed captured endpoints are dialled."""
+        return self.policy.operator.url if self.policy.operator else None
+
+    def destination(self, request: ChatRequest) -> str:
+        return self.policy.resolve(request.endpoint).describe()
 
     def complete(
         self, request: ChatRequest, *, extra_messages: Sequence[Mapping[str, Any]] = ()
     ) -> ChatResponse:
-        endpoint = self.endpoint or request.endpoint
-        if not endpoint:
-            raise ModelClientError(
-                f"no model endpoint: the capture names none; set --model-endpoint or {ENDPOINT_ENV}"
-            )
-        url = endpoint.rstrip("/") + "/chat/completions"
+        target = self.policy.resolve(request.endpoint)
+        headers = {"Content-Type": "application/json"}
+        if target.api_key is not None:
+            headers["Authorization"] = f"Bearer {target.api_key.get_secret_value()}"
+        url = target.url + "/chat/completions"
         body = request.body(extra_messages).encode("utf-8")
         try:
-            response = self._http.post(url, content=body, headers=self._headers)
+            response = self._http.post(url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             raise ModelClientError(f"model endpoint {url} failed: {exc}") from exc
         if response.status_code == 404 and "model" in response.text.lower():
@@ -143,8 +157,12 @@ class CallableModelClient:
     :class:`ModelNotFound` simulates a retired model version.
     """
 
-    def __init__(self, fn: Callable[[dict[str, Any]], Any]) -> None:
+    def __init__(self, fn: Callable[[dict[str, Any]], Any], *, name: str | None = None) -> None:
         self._fn = fn
+        self._name = name or getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+    def destination(self, request: ChatRequest) -> str:
+        return f"in-process {self._name}"
 
     def complete(
         self, request: ChatRequest, *, extra_messages: Sequence[Mapping[str, Any]] = ()

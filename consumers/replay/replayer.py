@@ -48,10 +48,17 @@ class PreparedCapture:
     key_id: str | None
     original: Outcome
     live: LiveTools | None = None
+    model_endpoint: str | None = None
 
     @property
     def decision_id(self) -> str:
         return str(self.capture.get("decisionId"))
+
+    @property
+    def captured_endpoint(self) -> str | None:
+        """The endpoint the capture names: shown in reports, dialled only if the operator allows it."""
+        value = (self.capture.get("agentConfiguration") or {}).get("modelProviderEndpoint")
+        return None if value is None else str(value)
 
     @property
     def agent_id(self) -> str:
@@ -312,6 +319,9 @@ class Replayer:
             verified = False
             parts = ", ".join(c.part for c in rebuilt.mismatches)
             note = "; ".join(p for p in (note, f"rebuilt request differs from the capture in {parts}") if p)
+        # Before any live authorization or model call: refuse a capture whose endpoint the
+        # operator did not configure (EndpointNotAllowed), so nothing is ever dialled for it.
+        destination = self._client.destination(rebuilt.request)
         live = None
         if self._live_backend is not None:
             authorization = self._gate.authorize_live(self._caller, capture, reason=self._live_reason)
@@ -327,6 +337,7 @@ class Replayer:
             key_id=key_id,
             original=Outcome.from_capture(capture),
             live=live,
+            model_endpoint=destination,
         )
 
     def _verify(self, capture: Mapping[str, Any]) -> tuple[bool, str | None, str | None]:

@@ -56,6 +56,8 @@ class ReplayReport:
     verification_note: str | None
     caveats: tuple[str, ...]
     rows: tuple[ReportRow, ...]
+    captured_endpoint: str | None = None
+    model_endpoint: str | None = None
 
     @property
     def as_captured(self) -> ReportRow:
@@ -122,6 +124,8 @@ def build_report(
         verification_note=prepared.verification_note,
         caveats=tuple(caveats),
         rows=tuple(rows),
+        captured_endpoint=prepared.captured_endpoint,
+        model_endpoint=prepared.model_endpoint,
     )
 
 
@@ -170,6 +174,8 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "agentId": report.agent_id,
         "verified": report.verified,
         "verificationNote": report.verification_note,
+        "capturedEndpoint": report.captured_endpoint,
+        "modelEndpoint": report.model_endpoint,
         "requestChecks": [
             {"part": c.part, "expected": c.expected, "actual": c.actual, "ok": c.ok}
             for c in report.as_captured.result.request_checks
@@ -221,6 +227,10 @@ def render_table(report: ReplayReport, console: Console) -> None:
         "[green]verified[/green]" if report.verified else f"[bold red]{report.verification_note}[/bold red]"
     )
     console.print(f"[bold]replay {report.decision_id}[/bold] (agent {report.agent_id}) — {status}")
+    console.print(
+        f"model endpoint: {report.model_endpoint or 'unknown'} — captured: {report.captured_endpoint or 'none'}",
+        markup=False,
+    )
     table = Table(show_lines=False)
     for column in (
         "run",

@@ -19,6 +19,7 @@ from consumers.replay import (
     rebuild_request,
 )
 from consumers.replay.request import append_messages
+from producers.settings import load_settings
 from schemas.errors import ContentHashMismatch, ContractError, ModelClientError
 
 
@@ -113,20 +114,21 @@ def test_append_messages_to_an_empty_array_and_bad_text() -> None:
         append_messages('{"not": "an array"}', [{"a": 1}])
 
 
-def test_client_endpoint_and_key_from_flags_then_env(model_server: ModelServer) -> None:
-    env = {"BLACKBOX_MODEL_ENDPOINT": "http://env/v1", "BLACKBOX_MODEL_API_KEY": "env-key"}
-    assert OpenAICompatibleClient.from_env(environ=env).endpoint == "http://env/v1"
-    assert (
-        OpenAICompatibleClient.from_env(endpoint="http://flag/v1", environ=env).endpoint == "http://flag/v1"
-    )
-    assert OpenAICompatibleClient.from_env(environ={}).endpoint is None  # the captured endpoint is used
+def test_client_endpoint_and_key_from_flags_then_settings(model_server: ModelServer, tmp_path: Path) -> None:
+    configured = load_settings(data_dir=tmp_path, model_endpoint="http://env/v1", model_api_key="env-key")
+    assert OpenAICompatibleClient.from_settings(configured).endpoint == "http://env/v1"
+    flagged = OpenAICompatibleClient.from_settings(configured, endpoint="http://flag/v1")
+    assert flagged.endpoint == "http://flag/v1"
+    # No operator endpoint: none at all (the captured one is never dialled on its own; issue 8).
+    assert OpenAICompatibleClient.from_settings(load_settings(data_dir=tmp_path)).endpoint is None
 
-    with OpenAICompatibleClient.from_env(api_key="flag-key", environ=env) as client:
-        client.endpoint = None  # as if no flag or env: the request's (captured) endpoint is used
+    with OpenAICompatibleClient.from_settings(
+        load_settings(data_dir=tmp_path), endpoint=model_server.endpoint + "/", api_key="flag-key"
+    ) as client:
         request = ChatRequest(
             model="acme-support",
             messages_text='[{"role": "user", "content": "cus_0042: balance?"}]',
-            endpoint=model_server.endpoint + "/",
+            endpoint="http://127.0.0.1:9/v1",  # the captured endpoint: shown, not used
         )
         response = client.complete(request)
     assert response.message["tool_calls"][0]["function"]["name"] == "lookup_customer"
