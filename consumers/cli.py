@@ -1,28 +1,17 @@
 """The ``blackbox`` command line: one typer app; each area registers its own commands.
 
-Command modules live in ``consumers/commands/`` and expose ``register(app: typer.Typer)``.
+Command modules live in ``consumers/commands/`` and expose ``register(app: typer.Typer)``; they are
+listed here, so a module that fails to import is an error, not a command that silently disappears.
 """
 
 from __future__ import annotations
 
-import importlib
-
 import typer
 
+from consumers.commands import capture, demo, index, ingest, keys, replay, retention, verify
 from consumers.index import require_existing_index
 from producers.settings import load_settings
 from schemas.errors import BlackboxError
-
-COMMAND_MODULES = (
-    "keys",  # keys generate
-    "capture",  # capture FILE.json
-    "verify",  # verify --file / verify DECISION_ID
-    "ingest",  # consume, show
-    "index",  # trends, query
-    "retention",  # compact, hold, release, flag
-    "replay",  # replay, bisect, regress
-    "demo",  # demo, report
-)
 
 app = typer.Typer(
     name="blackbox",
@@ -31,20 +20,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        module_name = f"consumers.commands.{name}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # that area is not built yet
-                continue
-            raise
-        module.register(app)
-
-
-_register_all()
+# Every command module, listed: one that fails to import fails the CLI loudly, never a silent skip.
+for _module in (
+    keys,  # keys generate / list / trust / revoke
+    capture,  # capture FILE.json
+    verify,  # verify --file / verify DECISION_ID
+    ingest,  # consume, show
+    index,  # trends, query
+    retention,  # compact, hold, release, flag
+    replay,  # replay, bisect, regress
+    demo,  # demo, report
+):
+    _module.register(app)
 
 # Commands that only read an existing index: pointed at a data directory that does not exist, they say
 # so instead of creating an empty index and answering "no decision" (a mistyped BLACKBOX_DATA_DIR).
