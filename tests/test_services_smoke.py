@@ -107,3 +107,25 @@ def test_fault_helpers_pause_minio_and_restart_kafka(services: Any, kafka_bootst
     assert services.kafka_pid_file.read_text() != before
     topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
     assert "blackbox.captures.v1" in topics, "restart must keep the broker's data"
+
+
+@pytest.mark.kafka
+@pytest.mark.minio
+def test_status_sh_answers_from_a_shell_without_the_virtual_environment(kafka_bootstrap: str) -> None:
+    """status.sh asks Kafka with the Python that up.sh used, not whatever python is on PATH (issue 9,
+    item 10: it printed a traceback and called a running broker "not answering")."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        ["bash", str(root / "deploy" / "local" / "status.sh")],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "kafka: running" in out.stdout and "minio: running" in out.stdout
+    assert "Traceback" not in out.stderr

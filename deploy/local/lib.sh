@@ -38,6 +38,13 @@ MINIO_USER="blackbox"
 MINIO_PASSWORD="blackbox-secret"
 MINIO_BUCKET="blackbox"
 
+# The interpreter that has the project installed: $PYTHON if set, else the one up.sh last used
+# (recorded in $STATE_DIR/python, so status.sh from a shell without the virtual environment on PATH
+# still asks Kafka with a Python that can), else python on PATH.
+PYTHON_FILE="$STATE_DIR/python"
+if [[ -z "${PYTHON:-}" && -f "$PYTHON_FILE" && -x "$(cat "$PYTHON_FILE")" ]]; then
+    PYTHON="$(cat "$PYTHON_FILE")"
+fi
 PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 SVC_PY="$LOCAL_DIR/svc.py"
 
@@ -54,7 +61,8 @@ ensure_dirs() {
 ensure_python() {
     [[ -n "$PYTHON" ]] || die "no python found; install Python 3.11 and run: pip install -e '.[dev]'"
     "$PYTHON" -c 'import confluent_kafka, minio' 2>/dev/null ||
-        die "python ($PYTHON) lacks confluent_kafka/minio; run: pip install -e '.[dev]'"
+        die "python ($PYTHON) lacks confluent_kafka/minio; run: pip install -e '.[dev]' (or set PYTHON)"
+    mkdir -p "$STATE_DIR" && "$PYTHON" -c 'import sys; print(sys.executable)' >"$PYTHON_FILE"
 }
 
 # --- processes ---------------------------------------------------------------------------------
@@ -287,6 +295,10 @@ kafka_stop() {
 kafka_status() {
     local pid
     if pid="$(live_pid "$KAFKA_PID" kafka.Kafka)"; then
+        if ! "$PYTHON" -c 'import confluent_kafka' 2>/dev/null; then
+            log "kafka: pid $pid alive; cannot ask it: $PYTHON lacks confluent_kafka (set PYTHON to the interpreter test.sh used)"
+            return 1
+        fi
         if "$PYTHON" "$SVC_PY" kafka-ready --bootstrap "$KAFKA_HOST:$KAFKA_PORT" --timeout 5 --quiet; then
             log "kafka: running pid $pid on $KAFKA_HOST:$KAFKA_PORT (pid file $KAFKA_PID)"
         else
