@@ -3,9 +3,10 @@
 The index is the one :func:`consumers.index.open_index` picks from the settings (``BLACKBOX_CLICKHOUSE_URL``
 for a server, else chdb at ``BLACKBOX_CHDB_PATH`` / ``<data_dir>/index``).
 
-``blackbox query`` is read-only: the SQL runs on a read-only connection (ClickHouse ``readonly = 2``),
-so INSERT / ALTER / DROP / CREATE are refused by the engine itself, whatever the text says. State
-changes go through the commands that own them (retention, ingest, replay).
+``blackbox query`` is confined (:mod:`consumers.index.confined`): one SELECT over the index tables,
+checked with the engine's parser before it runs, then run read-only under a row and a time limit, and
+logged in ``access_log`` first. On a server with ``BLACKBOX_QUERY_CLICKHOUSE_URL`` it runs as that
+(read-only) user; the access log is still written through ``BLACKBOX_CLICKHOUSE_URL``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from consumers.index import TRENDS, open_index, parse_timestamp, run_trend
-from producers.settings import load_settings
+from consumers.access.log import IndexAccessLog
+from consumers.access.wiring import caller_for
+from consumers.index import TRENDS, ClickHouseServerIndex, Index, open_index, parse_timestamp, run_trend
+from consumers.index.confined import run_query
+from consumers.index.engine import QueryLimits
+from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import IndexError_
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -133,21 +138,56 @@ def trends(
     print_rows(rows, as_json=as_json, title=title)
 
 
+def _query_index(settings: BlackboxSettings, index: Index) -> Index:
+    """The index ``query`` reads through: the dedicated read-only user when one is configured."""
+    if not settings.query_clickhouse_url:
+        return index
+    if not settings.clickhouse_url:
+        raise IndexError_(
+            "BLACKBOX_QUERY_CLICKHOUSE_URL is set without BLACKBOX_CLICKHOUSE_URL: the query user is for "
+            "a ClickHouse server, and the access log is written through BLACKBOX_CLICKHOUSE_URL"
+        )
+    return ClickHouseServerIndex(settings.query_clickhouse_url)
+
+
 def query(
-    sql: Annotated[str, typer.Argument(help="A read-only SQL statement (SELECT, SHOW, DESCRIBE, EXPLAIN).")],
+    sql: Annotated[
+        str, typer.Argument(help="One SELECT over the index tables (WITH, UNION, joins, subqueries).")
+    ],
     as_json: JsonOpt = False,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1_000_000, help="Print at most this many rows.")
+    ] = 10_000,
+    timeout: Annotated[
+        int, typer.Option("--timeout", min=1, max=3600, help="Stop the query after this many seconds.")
+    ] = 30,
 ) -> None:
-    """Run read-only SQL against the index (tables: decisions, tool_calls, memory_entries, flags, ...)."""
-    index = open_index(load_settings())
+    """Run one SELECT over the index tables: no table functions, no files, no settings; row and time
+    limits; every query (allowed or refused) is logged in access_log."""
+    settings = load_settings()
+    limits = QueryLimits(max_rows=limit, timeout_s=timeout)
+    index = open_index(settings)
+    reader = index
     try:
-        rows = index.query(sql, read_only=True)
+        reader = _query_index(settings, index)
+        result = run_query(
+            reader,
+            sql,
+            limits=limits,
+            log=IndexAccessLog(index),
+            caller=caller_for(settings, reason="query"),
+        )
     except IndexError_ as exc:
-        if "READONLY" in str(exc):
-            raise IndexError_(f"blackbox query is read-only; the engine refused a write: {exc}") from exc
+        if "TIMEOUT_EXCEEDED" in str(exc):
+            raise IndexError_(f"query stopped after --timeout {timeout}s") from exc
         raise
     finally:
+        if reader is not index:
+            reader.close()
         index.close()
-    print_rows(rows, as_json=as_json)
+    print_rows(result.rows, as_json=as_json)
+    if result.truncated:
+        typer.echo(f"note: only the first {limit} rows are shown; raise --limit to see more", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,9 +11,11 @@ import threading
 from collections.abc import Mapping
 from datetime import UTC
 from typing import Any
+from urllib.parse import urlencode
 
 from consumers.index.engine import (
     DEFAULT_DATABASE,
+    QueryLimits,
     SqlIndex,
     base_type,
     check_identifier,
@@ -21,6 +23,7 @@ from consumers.index.engine import (
     first_line,
     normalize_param,
     normalize_rows,
+    tsv_lines,
 )
 from schemas.errors import IndexError_
 
@@ -110,6 +113,7 @@ class ChdbIndex(SqlIndex):
         os.makedirs(self.path, exist_ok=True)
         self._lock = threading.Lock()
         self._ro_conn: Any = None
+        self._confined: dict[QueryLimits, Any] = {}
         with _chdb_lock:
             try:
                 self._conn: Any = chdb.connect(self.path)
@@ -169,12 +173,40 @@ class ChdbIndex(SqlIndex):
             self._use_database(self._ro_conn)
         return self._ro_conn
 
+    def _confined_conn(self, limits: QueryLimits) -> Any:
+        """A ``readonly = 1`` connection carrying the limits. They ride in the connection string because
+        ``readonly = 1`` forbids changing any setting afterwards (a SETTINGS clause included)."""
+        conn = self._confined.get(limits)
+        if conn is None:
+            import chdb
+
+            options = urlencode({**limits.engine_settings(), "readonly": 1})
+            try:
+                conn = chdb.connect(f"{self.path}?{options}")
+            except Exception as exc:
+                raise IndexError_(f"chdb confined connection: {first_line(exc)}") from exc
+            self._use_database(conn)
+            self._confined[limits] = conn
+        return conn
+
     def query(
-        self, sql: str, params: Mapping[str, Any] | None = None, *, read_only: bool = False
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        read_only: bool = False,
+        limits: QueryLimits | None = None,
     ) -> list[dict[str, Any]]:
-        conn = self._read_only_conn() if read_only else self._conn
+        if limits is not None:
+            conn = self._confined_conn(limits)
+        else:
+            conn = self._read_only_conn() if read_only else self._conn
         table = self._run(conn, sql, params, "ArrowTable")
         return normalize_rows(table.to_pylist())
+
+    def explain_ast(self, sql: str, *, limits: QueryLimits) -> list[str]:
+        result = self._run(self._confined_conn(limits), f"EXPLAIN AST {sql}", None, "TabSeparated")
+        return tsv_lines(result.bytes())
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         self._run(self._conn, sql, params, "CSV")
@@ -212,11 +244,12 @@ class ChdbIndex(SqlIndex):
             return
         self._closed = True
         with _chdb_lock:
-            for conn in (self._ro_conn, self._conn):
+            for conn in (*self._confined.values(), self._ro_conn, self._conn):
                 if conn is not None:
                     with contextlib.suppress(Exception):  # best effort; the engine cleans up on exit
                         conn.close()
             self._ro_conn = None
+            self._confined.clear()
             left = _chdb_open.get(self.path, 1) - 1
             if left:
                 _chdb_open[self.path] = left

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
@@ -41,6 +42,7 @@ from schemas.errors import IndexError_
 __all__ = [
     "TABLES",
     "Index",
+    "QueryLimits",
     "SqlIndex",
     "load_ddl",
     "parse_timestamp",
@@ -61,6 +63,35 @@ TABLES = (
 DEFAULT_DATABASE = "blackbox"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UPDATE_CHUNK = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueryLimits:
+    """The engine's own guards for a confined query (``blackbox query``): a read-only (``readonly = 1``)
+    connection, at most ``max_rows`` rows and ``timeout_s`` seconds.
+
+    The engine stops reading at the first block past ``max_rows + 1`` rows (``result_overflow_mode =
+    'break'``), so a caller that keeps ``max_rows`` knows more existed when it got more; past
+    ``timeout_s`` the query fails (``timeout_overflow_mode = 'throw'``).
+    """
+
+    max_rows: int
+    timeout_s: int
+
+    def __post_init__(self) -> None:
+        if self.max_rows < 1 or self.timeout_s < 1:
+            raise IndexError_(
+                f"query limits must be positive (rows={self.max_rows}, seconds={self.timeout_s})"
+            )
+
+    def engine_settings(self) -> dict[str, int | str]:
+        """ClickHouse settings, ``readonly`` excluded (each engine applies it last, see its code)."""
+        return {
+            "max_result_rows": self.max_rows + 1,
+            "result_overflow_mode": "break",
+            "max_execution_time": self.timeout_s,
+            "timeout_overflow_mode": "throw",
+        }
 
 
 # --- DDL ------------------------------------------------------------------------------------------
@@ -259,9 +290,24 @@ class Index(Protocol):
     def insert_deletions(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
 
     def query(
-        self, sql: str, params: Mapping[str, Any] | None = None, *, read_only: bool = False
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        read_only: bool = False,
+        limits: QueryLimits | None = None,
     ) -> list[dict[str, Any]]:
-        """Run a SELECT with ``{name:Type}`` parameters; rows as dicts in column order."""
+        """Run a SELECT with ``{name:Type}`` parameters; rows as dicts in column order.
+
+        ``read_only``: on a ``readonly = 2`` connection. ``limits``: on a ``readonly = 1`` connection
+        with the engine's row and time limits (see :class:`QueryLimits`); ``blackbox query`` only.
+        """
+        ...
+
+    def explain_ast(self, sql: str, *, limits: QueryLimits) -> list[str]:
+        """The engine parser's tree of ``sql`` (``EXPLAIN AST``, nothing runs), one line per node, read
+        as TabSeparated so a line break inside a name stays escaped. ``sql`` must be ONE statement:
+        chdb runs every statement of a multi-statement text (see :mod:`consumers.index.confined`)."""
         ...
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
@@ -299,8 +345,16 @@ class SqlIndex:
 
     # engine primitives ---------------------------------------------------------------------------
     def query(
-        self, sql: str, params: Mapping[str, Any] | None = None, *, read_only: bool = False
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        read_only: bool = False,
+        limits: QueryLimits | None = None,
     ) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def explain_ast(self, sql: str, *, limits: QueryLimits) -> list[str]:
         raise NotImplementedError
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
@@ -511,6 +565,12 @@ class SqlIndex:
 
 
 # --- small helpers -------------------------------------------------------------------------------------
+def tsv_lines(data: bytes) -> list[str]:
+    """The rows of a one-column TabSeparated answer (escapes left as they are)."""
+    text = data.decode("utf-8", "replace")
+    return text[:-1].split("\n") if text.endswith("\n") else text.split("\n") if text else []
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:500]

@@ -5,6 +5,7 @@ BLACKBOX_CLICKHOUSE_URL is set."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -35,6 +36,8 @@ from consumers.index import (
     run_trend,
     state_version,
 )
+from consumers.index.confined import QueryRefused, confine
+from consumers.index.engine import QueryLimits
 from schemas.errors import IndexError_
 
 Factory = Callable[[str], Index]
@@ -438,6 +441,26 @@ class IndexContract:
         ):
             with pytest.raises(IndexError_):
                 index.query(sql, read_only=True)
+        assert index.query("SELECT count() AS n FROM flags") == [{"n": 0}]
+
+    def test_confined_queries(self, index: Index, tmp_path: Path) -> None:
+        """``blackbox query``'s engine side: the parser's tree (no FORMAT of the client's in it), the
+        readonly = 1 connection and its row limit, the same on every engine."""
+        limits = QueryLimits(max_rows=3, timeout_s=10)
+        assert confine(index, "SELECT count() AS n FROM decisions_current", limits=limits)
+        for sql, why in (
+            (f"SELECT * FROM file('{tmp_path}/k', 'LineAsString')", "table function file()"),
+            (f"SELECT 1 INTO OUTFILE '{tmp_path}/o'", "INTO OUTFILE"),
+            ("SELECT 1 FORMAT JSON", "FORMAT"),
+            ("SELECT * FROM system.tables", "system.tables"),
+        ):
+            with pytest.raises(QueryRefused, match=re.escape(why)):
+                confine(index, sql, limits=limits)
+        assert not (tmp_path / "o").exists()
+        with pytest.raises(IndexError_):
+            index.query("INSERT INTO flags (decision_id) VALUES ('x')", limits=limits)
+        rows = index.query("SELECT number FROM system.numbers", limits=limits)  # endless, cut by the engine
+        assert 3 < len(rows) <= 1_000_000
         assert index.query("SELECT count() AS n FROM flags") == [{"n": 0}]
 
     def test_other_tables_round_trip(self, index: Index) -> None:
