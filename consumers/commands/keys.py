@@ -2,8 +2,11 @@
 
 - ``keys generate [--dir DIR]`` writes a new ed25519 pair (private key 0600) and trusts its public
   key from now on (``--not-before`` to backdate, e.g. for re-signing old test captures);
-- ``keys list`` shows the trust store;
+- ``keys list`` shows the trust store (windows, revocations, the agents each key may sign for);
 - ``keys trust PUBLIC_KEY_FILE`` trusts another runtime's public key;
+- ``--agent PATTERN`` (repeatable, on ``generate`` and ``trust``) binds the key to the agent ids
+  matching those globs; without it the key may sign for any agent (and re-trusting a bound key
+  keeps its binding).
 - ``keys revoke KEY_ID`` marks a key compromised (every signature by it is refused from then on).
 
 The trust store is ``settings.resolved_trust_store`` (``BLACKBOX_TRUST_STORE``, default
@@ -26,6 +29,24 @@ from schemas.errors import ContractError
 __all__ = ["register"]
 
 
+AgentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent",
+        help="Agent id glob this key may sign for (repeatable, e.g. 'billing-*'). Default: any agent.",
+    ),
+]
+
+
+def _agents(patterns: list[str] | None) -> list[str] | None:
+    """The ``--agent`` values, or None when none was given (any agent, or the existing binding)."""
+    return list(patterns) if patterns else None
+
+
+def _agents_text(agents: tuple[str, ...] | None) -> str:
+    return "any" if agents is None else ",".join(agents)
+
+
 def _time_option(value: str | None, name: str) -> datetime | None:
     if value is None:
         return None
@@ -44,6 +65,7 @@ def generate(
         typer.Option("--not-before", help="Trust the key for captures from this time (default now)."),
     ] = None,
     note: Annotated[str, typer.Option("--note", help="A note stored with the key.")] = "",
+    agent: AgentOption = None,
 ) -> None:
     """Write a new signing key pair and add its public key to the trust store."""
     settings = load_settings()
@@ -53,16 +75,22 @@ def generate(
     store_path = settings.resolved_trust_store
     store = TrustStore.load(store_path, missing_ok=True)
     start = _time_option(not_before, "--not-before") or datetime.now(UTC)
-    store.add(signer.public_raw, not_before=start, note=note or f"generated into {private_path}")
+    key = store.add(
+        signer.public_raw,
+        not_before=start,
+        note=note or f"generated into {private_path}",
+        agents=_agents(agent),
+    )
     store.save(store_path)
     typer.echo(f"key id:      {signer.key_id}")
     typer.echo(f"private key: {private_path}  (mode 0600; set BLACKBOX_SIGNING_KEY to this path)")
     typer.echo(f"public key:  {public_path}")
     typer.echo(f"trusted in:  {store_path} from {format_time(start)}")
+    typer.echo(f"agents:      {_agents_text(key.agents)}")
 
 
 def list_keys() -> None:
-    """Show the keys of the trust store and their windows."""
+    """Show the keys of the trust store, their windows and the agents they may sign for."""
     store_path = load_settings().resolved_trust_store
     store = TrustStore.load(store_path, missing_ok=True)
     if not len(store):
@@ -71,7 +99,7 @@ def list_keys() -> None:
     for key in store:
         window = f"{format_time(key.not_before)} .. {format_time(key.not_after) if key.not_after else 'open'}"
         revoked = f"  REVOKED at {format_time(key.revoked_at)}" if key.revoked_at else ""
-        typer.echo(f"{key.key_id}  {window}{revoked}  {key.note}")
+        typer.echo(f"{key.key_id}  {window}{revoked}  agents={_agents_text(key.agents)}  {key.note}")
 
 
 def trust(
@@ -79,8 +107,9 @@ def trust(
     not_before: Annotated[str | None, typer.Option("--not-before", help="Default: now.")] = None,
     not_after: Annotated[str | None, typer.Option("--not-after", help="Default: open-ended.")] = None,
     note: Annotated[str, typer.Option("--note")] = "",
+    agent: AgentOption = None,
 ) -> None:
-    """Trust another runtime's public key for captures signed within a window."""
+    """Trust another runtime's public key for captures signed within a window, for some agents."""
     store_path = load_settings().resolved_trust_store
     store = TrustStore.load(store_path, missing_ok=True)
     raw = public_raw(public_key_from(public_key_file))
@@ -89,9 +118,10 @@ def trust(
         not_before=_time_option(not_before, "--not-before") or datetime.now(UTC),
         not_after=_time_option(not_after, "--not-after"),
         note=note,
+        agents=_agents(agent),
     )
     store.save(store_path)
-    typer.echo(f"trusted {key.key_id} in {store_path}")
+    typer.echo(f"trusted {key.key_id} in {store_path} for agents {_agents_text(key.agents)}")
 
 
 def revoke(

@@ -4,7 +4,8 @@ A flag event (``{"decisionId", "agentId", "reason", "flaggedAt", "failure"}``) u
 to consequential after the fact, so it is evidence too. :func:`sign_event` returns a DSSE envelope
 whose payload is the RFC 8785 bytes of the event; :func:`verify_event` checks it against the trust
 store and returns the event. The key's window is checked at ``flaggedAt`` (the event's signing
-time) and revocation at ``at`` (default now), as for captures.
+time) and revocation at ``at`` (default now), as for captures; a key bound to agents must allow the
+event's ``agentId`` (an event without one is refused by a bound key).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def verify_event(
     """The event inside ``envelope`` if a trusted key signed it; raises the reason otherwise.
 
     :class:`SignatureInvalid` (malformed envelope, wrong payload type, no signature verifies),
-    :class:`KeyNotTrusted` (no signature names a key the trust store accepts).
+    :class:`KeyNotTrusted` (no signature names a key the trust store accepts), or its subclass
+    :class:`KeyNotAuthorizedForAgent` (a key signed it that may not sign for its ``agentId``).
     """
     payload, found_type, signatures = open_envelope(envelope)
     if found_type != payload_type:
@@ -63,6 +65,7 @@ def verify_event(
         )
     except ValueError as exc:
         raise KeyNotTrusted(f"flaggedAt {flagged_at!r} is not an ISO-8601 time", part="key") from exc
+    agent_id = value.get("agentId")
     message = pae(found_type, payload)
     refusal: Exception | None = None
     for hint, signature in signatures:
@@ -72,6 +75,7 @@ def verify_event(
         try:
             public_key = trust.check(key_id, signed_at, now=at)
             public_key.verify(signature, message)
+            trust.check_agent(key_id, agent_id if isinstance(agent_id, str) else "")
         except KeyNotTrusted as exc:
             refusal = exc
             continue

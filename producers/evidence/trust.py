@@ -8,6 +8,7 @@ A TOML file with one ``[[keys]]`` table per key::
     not_before = 2026-07-01T00:00:00Z    # first capture time this key may sign
     not_after = 2026-10-01T00:00:00Z     # optional: captures at or after this are refused (rotation)
     revoked_at = 2026-08-15T09:30:00Z    # optional: compromise, see below
+    agents = ["billing-*", "support-agent"]  # optional: the agent ids this key may sign for
     note = "rt_eu1_7 runtime key"
 
 Two clocks, deliberately different:
@@ -24,6 +25,14 @@ Two clocks, deliberately different:
   with an explicit earlier ``now`` and say so). Retire keys that are *not* compromised with
   ``not_after``, never with ``revoked_at``.
 
+**Agents — checked against the signed ``agentId``** (of a capture or a flag event): ``agents`` is a
+list of shell-style globs (:func:`fnmatch.fnmatchcase`: ``*``, ``?``, ``[...]``, case-sensitive,
+matching the whole id). A key whose record has a list may sign only for the agents it matches, so a
+runtime's key cannot write evidence under another agent's id (and take its decision ids). A record
+*without* ``agents`` may sign for any agent: trust stores written before this field keep working
+unchanged; bind every key with ``blackbox keys trust --agent`` (or ``generate --agent``). An empty
+list is refused on load rather than read as "no agent" or "any agent".
+
 Naive datetimes (no offset) are taken as UTC.
 """
 
@@ -31,9 +40,10 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +51,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from producers.evidence.dsse import b64decode, b64encode
 from producers.evidence.keys import key_id as compute_key_id
-from schemas.errors import ContractError, KeyNotTrusted
+from schemas.errors import ContractError, KeyNotAuthorizedForAgent, KeyNotTrusted
 
 _HEADER = """\
 # blackbox trust store: ed25519 public keys allowed to sign captures.
 # not_before <= capturedAt < not_after is the key's validity window (checked at the signing time);
 # revoked_at marks a compromise: from then on every signature by the key is refused.
+# agents (optional) lists the agent ids the key may sign for, as globs; without it, any agent.
 """
 
 
@@ -83,6 +94,30 @@ class TrustedKey:
     not_after: datetime | None = None
     revoked_at: datetime | None = None
     note: str = ""
+    agents: tuple[str, ...] | None = None  # glob patterns; None: any agent (see the module doc)
+
+    def allows(self, agent_id: str) -> bool:
+        """Whether this key may sign for ``agent_id``."""
+        if self.agents is None:
+            return True
+        return any(fnmatchcase(agent_id, pattern) for pattern in self.agents)
+
+
+def agent_patterns(patterns: Iterable[object], where: str) -> tuple[str, ...]:
+    """A validated, non-empty tuple of agent globs; :class:`ContractError` at ``where`` otherwise."""
+    out: list[str] = []
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise ContractError("agents must be an array of strings", path=where)
+        if not pattern:
+            raise ContractError("an empty pattern matches no agent id; remove it", path=where)
+        out.append(pattern)
+    if not out:
+        raise ContractError(
+            "agents is empty, so the key could sign for no agent; omit agents to allow any agent",
+            path=where,
+        )
+    return tuple(out)
 
 
 class TrustStore:
@@ -129,6 +164,8 @@ class TrustStore:
                 chunks.append(f"not_after = {format_time(key.not_after)}\n")
             if key.revoked_at is not None:
                 chunks.append(f"revoked_at = {format_time(key.revoked_at)}\n")
+            if key.agents is not None:
+                chunks.append(f"agents = [{', '.join(_toml_string(a) for a in key.agents)}]\n")
             chunks.append(f"note = {_toml_string(key.note)}\n")
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with temporary.open("w", encoding="utf-8") as handle:
@@ -145,11 +182,13 @@ class TrustStore:
         not_before: datetime,
         not_after: datetime | None = None,
         note: str = "",
+        agents: Iterable[str] | None = None,
     ) -> TrustedKey:
-        """Trust ``public_raw`` for captures signed in ``[not_before, not_after)``.
+        """Trust ``public_raw`` for captures signed in ``[not_before, not_after)`` for ``agents``.
 
         Adding a key that is already present replaces its window and note; a revocation is kept
-        (it is never undone by ``add``).
+        (it is never undone by ``add``), and so is its agent list unless ``agents`` is given (``add``
+        never widens a bound key silently; pass ``["*"]`` to allow any agent).
         """
         identifier = compute_key_id(public_raw)
         start = as_utc(not_before)
@@ -157,6 +196,10 @@ class TrustStore:
         if end is not None and end <= start:
             raise ContractError("not_after must be later than not_before", path="not_after")
         previous = self._keys.get(identifier)
+        if agents is not None:
+            bound: tuple[str, ...] | None = agent_patterns(agents, "agents")
+        else:
+            bound = None if previous is None else previous.agents
         key = TrustedKey(
             key_id=identifier,
             public_key=bytes(public_raw),
@@ -164,6 +207,7 @@ class TrustStore:
             not_after=end,
             revoked_at=None if previous is None else previous.revoked_at,
             note=note,
+            agents=bound,
         )
         self._put(key)
         return key
@@ -213,6 +257,23 @@ class TrustStore:
             )
         return self._public[key_id]
 
+    def check_agent(self, key_id: str, agent_id: str) -> None:
+        """Raise :class:`KeyNotAuthorizedForAgent` unless ``key_id`` may sign for ``agent_id``.
+
+        Call it after the signature verified, with the ``agentId`` the key signed, so a changed
+        ``agentId`` is reported as tampering (the signature) rather than as a binding problem.
+        """
+        key = self._keys.get(key_id)
+        if key is None:
+            raise KeyNotTrusted(f"key {key_id} is unknown to the trust store", part="key")
+        if not key.allows(agent_id):
+            allowed = ", ".join(key.agents or ())
+            raise KeyNotAuthorizedForAgent(
+                f"key {key_id} may not sign for agent {agent_id!r} (its trust record allows: {allowed})",
+                key_id=key_id,
+                agent_id=agent_id,
+            )
+
     # --- reading ---------------------------------------------------------------------------------
     def get(self, key_id: str) -> TrustedKey | None:
         return self._keys.get(key_id)
@@ -254,6 +315,9 @@ def _key_from_toml(entry: Any, where: str) -> TrustedKey:
     note = entry.get("note", "")
     if not isinstance(note, str):
         raise ContractError("note must be a string", path=f"{where}.note")
+    agents = entry.get("agents")
+    if agents is not None and not isinstance(agents, list):
+        raise ContractError("agents must be an array of strings", path=f"{where}.agents")
     return TrustedKey(
         key_id=identifier,
         public_key=public,
@@ -261,6 +325,7 @@ def _key_from_toml(entry: Any, where: str) -> TrustedKey:
         not_after=None if entry.get("not_after") is None else _entry_time(entry, "not_after", where),
         revoked_at=None if entry.get("revoked_at") is None else _entry_time(entry, "revoked_at", where),
         note=note,
+        agents=None if agents is None else agent_patterns(agents, f"{where}.agents"),
     )
 
 

@@ -13,6 +13,10 @@ Checks, in this order (the first failure raises):
    :class:`SignatureInvalid` (``part="signature"``). Any changed manifest field fails here:
    ``agentId``, ``retentionDays``, any hash field — including a content part changed *together
    with* its hash field, because the hash field is part of the manifest.
+   **Key bound to the agent** — then the signed ``agentId`` must be one the key's trust record
+   allows, else :class:`KeyNotAuthorizedForAgent` (``part="agentId"``, naming the key and the
+   agent): a trusted key cannot write evidence under another agent's id. Checked after the
+   signature so that an ``agentId`` changed after signing is reported as tampering.
 4. **Content** — every present content part hashes to its hash field, else
    :class:`ContentHashMismatch` (``part`` = the content path). Content that is present while its
    hash field is null fails too (content the signer never committed to). Absent content with a hash
@@ -136,6 +140,8 @@ def verify_capture(
             "a hash field) was changed after signing, or another key signed it",
             part="signature",
         ) from exc
+    agent_id = capture.get("agentId")
+    trust.check_agent(key_id, agent_id if isinstance(agent_id, str) else "")
 
     # 4. content — the slots of iter_parts, in its order, without building a PartRef per slot (one
     # is built for messages, absent paths, and for every hash the inline fast paths do not give).
