@@ -6,23 +6,30 @@ hashes, signs or encodes: :meth:`DecisionBuilder.finish` hands the builder to th
 queue and the background worker turns it into a capture (:meth:`DecisionBuilder.to_capture`).
 
 JSON values given to the builder (request payload, tool schema, tool inputs/outputs, external
-values, provenance, sampling parameters) are snapshotted when given — dicts and lists are copied,
-strings and numbers shared — so a runtime may reuse or mutate its objects afterwards
-(``snapshot=False`` on the recorder skips the copy for runtimes that never mutate).
+values, sampling parameters) are snapshotted when given — dicts and lists are copied, strings and
+numbers shared — so a runtime may reuse or mutate its objects afterwards (``snapshot=False`` on the
+recorder skips the copy for runtimes that never mutate).
+
+Nothing here raises into the agent for what it was given: a value that cannot be recorded as given
+(circular, nested deeper than :data:`~producers.unrecordable.MAX_DEPTH`, not JSON, the wrong type)
+is replaced as :mod:`producers.unrecordable` describes and named as a *problem* of the decision;
+the capture is still made and says so. Only misuse of the builder's protocol raises
+:class:`ContractError`: recording into a finished decision, ``render_context()`` before a system
+prompt is configured.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from producers import unrecordable as check
+from producers.config import AgentConfig, ReplayPolicy, agent_config, pin_config
 from producers.context import CHAT_MESSAGES_FORMAT, ContextSpan, RenderedContext, render_chat_context
 from schemas.errors import ContractError
 
@@ -37,13 +44,14 @@ __all__ = [
     "format_timestamp",
     "new_decision_id",
     "pin_config",
-    "snapshot_json",
     "system_clock",
 ]
 
 Clock = Callable[[], datetime]
 OutcomeStatus = Literal["success", "failure", "unknown"]
 StopReason = Literal["end_turn", "max_tokens", "tool_call", "error"]
+_OUTCOMES: frozenset[str] = frozenset(("success", "failure", "unknown"))
+_STOP_REASONS: frozenset[str] = frozenset(("end_turn", "max_tokens", "tool_call", "error"))
 
 
 def system_clock() -> datetime:
@@ -75,83 +83,6 @@ def new_decision_id(moment: datetime) -> str:
     return "dec_" + "".join(reversed(chars))
 
 
-_ATOMS = frozenset({str, int, float, bool, type(None)})
-
-
-def snapshot_json(value: Any) -> Any:
-    """A copy of a JSON value's containers (dict/list; tuples become lists); leaves are shared."""
-    kind = type(value)
-    if kind is dict:
-        return {key: item if type(item) in _ATOMS else snapshot_json(item) for key, item in value.items()}
-    if kind is list or kind is tuple:
-        return [item if type(item) in _ATOMS else snapshot_json(item) for item in value]
-    if isinstance(value, Mapping):
-        return {key: snapshot_json(item) for key, item in value.items()}
-    return value  # a leaf, or not JSON (refused with its path by the worker)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentConfig:
-    """What the model was configured with; set once on the recorder or per decision."""
-
-    model: str
-    model_version: str | None = None
-    endpoint: str | None = None
-    system_prompt: str | None = None
-    system_prompt_version: str | None = None
-    tool_schema: Any = None
-    tool_schema_version: str | None = None
-    sampling: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "systemPromptVersion": self.system_prompt_version,
-            "systemPromptHash": None,
-            "systemPromptText": self.system_prompt,
-            "toolSchemaVersion": self.tool_schema_version,
-            "toolSchemaHash": None,
-            "toolSchemaJson": self.tool_schema,
-            "modelIdentifier": self.model,
-            "modelVersion": self.model_version,
-            "modelProviderEndpoint": self.endpoint,
-            "samplingParameters": dict(self.sampling),
-        }
-
-
-def pin_config(config: AgentConfig, *, owned: bool) -> None:
-    """Hash the configuration's parts once, so sealing every decision that uses it skips them.
-
-    The system prompt (a ``str``, immutable) is always pinned; the tool schema (and its JSON text
-    for the codec) only when ``owned`` — the recorder's own snapshot, which nothing mutates.
-    Content that cannot be hashed is left for the worker to refuse with its path.
-    """
-    from producers.evidence.parts import pin_part
-    from schemas.codec import pin_json_text
-
-    with contextlib.suppress(Exception):
-        if type(config.system_prompt) is str:
-            pin_part(config.system_prompt, "text")
-        if owned and config.tool_schema is not None:
-            pin_part(config.tool_schema, "json")
-            pin_json_text(config.tool_schema)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplayPolicy:
-    """The capture's ``replayPolicy``: who may replay it and the runtime's retention request."""
-
-    retention_days: int | None = 365
-    pii_redacted: bool = False
-    access_scope: Literal["operator", "regulator", "counterparty"] = "operator"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "retentionDays": self.retention_days,
-            "piiRedacted": self.pii_redacted,
-            "replayAccessScope": self.access_scope,
-        }
-
-
 class DecisionBuilder:
     """One decision being recorded. Use as a context manager, or call :meth:`finish` yourself.
 
@@ -159,47 +90,91 @@ class DecisionBuilder:
     exception with outcome ``failure`` and stop reason ``error`` (the exception is not swallowed),
     otherwise with outcome ``unknown``. A builder is used by one thread; after :meth:`finish` it
     is frozen (further calls raise :class:`ContractError`).
+
+    No method raises for the values it is given (see the module docstring); :attr:`problems` lists
+    what could not be recorded as given, and the recorder reports it once the capture is made.
     """
 
     def __init__(
         self,
         recorder: Recorder,
         *,
-        decision_id: str,
+        decision_id: Any,
         request: Any,
-        origin_user_id: str | None,
-        origin_session_id: str | None,
-        consequential: bool,
-        consequential_reason: str | None,
-        config: AgentConfig | None,
-        replay_policy: ReplayPolicy,
-        snapshot: Callable[[Any], Any],
+        origin_user_id: Any,
+        origin_session_id: Any,
+        consequential: Any,
+        consequential_reason: Any,
+        config: Any,
+        replay_policy: Any,
+        snapshot: bool,
     ) -> None:
         self._recorder = recorder
-        self._snap = snapshot
-        self.decision_id = decision_id
-        self.agent_id = recorder.agent_id
+        self._copies = snapshot
+        self._problems: list[str] = []
         self._started = time.perf_counter()
-        self._request = snapshot(request)
-        self._origin = (origin_user_id, origin_session_id)
-        self.consequential = consequential
-        self.consequential_reason = consequential_reason
-        self._config = config
-        self._replay_policy = replay_policy
+        self.agent_id = recorder.agent_id
+        self.finished = False
+        problems = self._problems
+        self.decision_id = check.text(decision_id, at="decisionId", problems=problems) or new_decision_id(
+            self._now()
+        )
+        self._request = self._json(request, "input.requestPayload")
+        self._origin = (
+            check.text(origin_user_id, at="input.originUserId", problems=problems),
+            check.text(origin_session_id, at="input.originSessionId", problems=problems),
+        )
+        self.consequential = _flag(consequential, "consequential.flagged", problems)
+        self.consequential_reason = check.text(
+            consequential_reason, at="consequential.reason", problems=problems
+        )
+        if config is not None and not isinstance(config, AgentConfig):
+            problems.append(f"an AgentConfig expected, got {type(config).__name__}; the default was used")
+            config = None
+        self._config: AgentConfig | None = config
+        if not isinstance(replay_policy, ReplayPolicy):
+            problems.append(
+                f"a ReplayPolicy expected, got {type(replay_policy).__name__}; the recorder's was used"
+            )
+            replay_policy = recorder.replay_policy
+        self._replay_policy: ReplayPolicy = replay_policy
         self._memory: list[dict[str, Any]] = []
         self._rendered: dict[str, Any] | None = None
         self._tool_calls: list[dict[str, Any]] = []
         self._externals: list[dict[str, Any]] = []
         self._total_context_tokens: int | None = None
         self._final: dict[str, Any] = {}
-        self._outcome: tuple[OutcomeStatus, str | None] = ("unknown", None)
+        self._outcome: tuple[str, str | None] = ("unknown", None)
         self._captured_at = ""
-        self.finished = False
 
     # --- recording ---------------------------------------------------------------------------
     def _open(self) -> None:
         if self.finished:
             raise ContractError("decision already finished", path=self.decision_id)
+
+    def _json(self, value: Any, path: str) -> Any:
+        return check.snapshot(value, path=path, problems=self._problems) if self._copies else value
+
+    def _now(self) -> datetime:
+        return self._recorder._now(self._problems)
+
+    def _failed(self, method: str, exc: Exception) -> None:
+        """A last line of defence: a step that raised anyway is a problem, never the agent's."""
+        self._problems.append(f"{method}() could not be recorded: {type(exc).__name__}: {exc}")
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """What could not be recorded as given in this decision; reported once its capture is made."""
+        if self._config is None and self._recorder.default_config is None:
+            return (*self._problems, _NO_CONFIGURATION)
+        return tuple(self._problems)
+
+    @property
+    def inherited_problems(self) -> tuple[str, ...]:
+        """What the recorder's default configuration could not record: reported by
+        :meth:`Recorder.configure`, named again in every capture that uses it."""
+        config = self._config or self._recorder.default_config
+        return () if config is None or config is self._config else config.unrecordable
 
     def configure(
         self,
@@ -215,22 +190,29 @@ class DecisionBuilder:
     ) -> Self:
         """The model configuration of this decision (overrides the recorder's default)."""
         self._open()
-        self._config = AgentConfig(
-            model=model,
-            model_version=model_version,
-            endpoint=endpoint,
-            system_prompt=system_prompt,
-            system_prompt_version=system_prompt_version,
-            tool_schema=self._snap(tool_schema),
-            tool_schema_version=tool_schema_version,
-            sampling=self._snap(dict(sampling or {})),
-        )
+        try:
+            given = {
+                "model": model,
+                "model_version": model_version,
+                "endpoint": endpoint,
+                "system_prompt": system_prompt,
+                "system_prompt_version": system_prompt_version,
+                "tool_schema": tool_schema,
+                "tool_schema_version": tool_schema_version,
+                "sampling": sampling,
+            }
+            self._config = agent_config(given, snapshot=self._copies, problems=self._problems)
+        except Exception as exc:
+            self._failed("configure", exc)
         return self
 
     def use_config(self, config: AgentConfig) -> Self:
         """Use a prepared :class:`AgentConfig` (shared, already snapshotted) for this decision."""
         self._open()
-        self._config = config
+        if isinstance(config, AgentConfig):
+            self._config = config
+        else:
+            self._problems.append(f"use_config(): an AgentConfig expected, got {type(config).__name__}")
         return self
 
     def add_memory(
@@ -251,32 +233,48 @@ class DecisionBuilder:
         ``provenance`` is ``{"writerId", "writtenAt", "sourceType"}`` (missing keys are null).
         """
         self._open()
-        prov = provenance or {}
-        self._memory.append(
-            {
-                "entryId": entry_id,
-                "tier": tier,
-                "provenance": {
-                    "writerId": prov.get("writerId"),
-                    "writtenAt": prov.get("writtenAt"),
-                    "sourceType": prov.get("sourceType"),
-                },
-                "renderedContent": content,
-                "contextPosition": len(self._memory) if position is None else position,
-                "retrievalScore": score,
-                "retrievalMethod": method,
-                "embeddingModel": embedding_model,
-                "embeddingVersion": embedding_version,
-                "renderedContentHash": None,
-            }
-        )
+        try:
+            at = f"memoryState.workingSetEntries[{len(self._memory)}]"
+            problems = self._problems
+            prov: Mapping[str, Any] = {}
+            if isinstance(provenance, Mapping):
+                prov = provenance
+            elif provenance is not None:
+                problems.append(f"a mapping expected, got {type(provenance).__name__}, at {at}.provenance")
+            given_position = check.count(position, at=at, field="contextPosition", problems=problems)
+            self._memory.append(
+                {
+                    "entryId": check.required_text(entry_id, at=at, field="entryId", problems=problems),
+                    "tier": check.required_text(tier, at=at, field="tier", problems=problems),
+                    "provenance": {
+                        key: check.text(prov.get(key), at=at, field=f"provenance.{key}", problems=problems)
+                        for key in ("writerId", "writtenAt", "sourceType")
+                    },
+                    "renderedContent": check.text(
+                        content, at=at, field="renderedContent", problems=problems, part=True
+                    ),
+                    "contextPosition": len(self._memory) if given_position is None else given_position,
+                    "retrievalScore": check.number(score, at=at, field="retrievalScore", problems=problems),
+                    "retrievalMethod": check.text(method, at=at, field="retrievalMethod", problems=problems),
+                    "embeddingModel": check.text(
+                        embedding_model, at=at, field="embeddingModel", problems=problems
+                    ),
+                    "embeddingVersion": check.text(
+                        embedding_version, at=at, field="embeddingVersion", problems=problems
+                    ),
+                    "renderedContentHash": None,
+                }
+            )
+        except Exception as exc:
+            self._failed("add_memory", exc)
         return self
 
     def render_context(self, *, user_message: str) -> RenderedContext:
         """Render ``[system prompt, working set, user message]`` as chat messages and record it.
 
         Returns the :class:`RenderedContext`; send ``.text`` (or ``.messages()``) to the model so
-        the capture holds exactly what the model received.
+        the capture holds exactly what the model received. A user message that is not text is
+        rendered as empty (and named as a problem).
         """
         self._open()
         config = self._config or self._recorder.default_config
@@ -284,12 +282,17 @@ class DecisionBuilder:
             raise ContractError(
                 "configure(system_prompt=...) before render_context()", path="renderedContext"
             )
-        memory = sorted(self._memory, key=lambda e: e["contextPosition"])
-        rendered = render_chat_context(
-            system_prompt=config.system_prompt,
-            memory=[(e["entryId"], e["renderedContent"] or "") for e in memory],
-            user_message=user_message,
-        )
+        try:
+            message = check.text(user_message, at="renderedContext(user)", problems=self._problems)
+            memory = sorted(self._memory, key=lambda e: e["contextPosition"])
+            rendered = render_chat_context(
+                system_prompt=config.system_prompt,
+                memory=[(e["entryId"], e["renderedContent"] or "") for e in memory],
+                user_message=message or "",
+            )
+        except Exception as exc:
+            self._failed("render_context", exc)
+            rendered = RenderedContext(format=CHAT_MESSAGES_FORMAT, text="", spans=())
         self._rendered = {"format": rendered.format, "text": rendered.text, "spans": rendered.spans}
         return rendered
 
@@ -302,7 +305,16 @@ class DecisionBuilder:
     ) -> Self:
         """Record a context the runtime rendered itself: the exact text and its part spans."""
         self._open()
-        self._rendered = {"format": format, "text": text, "spans": tuple(spans)}
+        try:
+            problems = self._problems
+            checked_format = check.text(format, at="renderedContext.format", problems=problems)
+            self._rendered = {
+                "format": checked_format or CHAT_MESSAGES_FORMAT,
+                "text": check.text(text, at="renderedContext.text", problems=problems, part=True),
+                "spans": _spans(spans, problems),
+            }
+        except Exception as exc:
+            self._failed("set_rendered_context", exc)
         return self
 
     def add_tool_call(
@@ -317,19 +329,28 @@ class DecisionBuilder:
     ) -> int:
         """One tool call (in order); returns its sequence number (1-based)."""
         self._open()
-        seq = len(self._tool_calls) + 1 if sequence is None else sequence
-        self._tool_calls.append(
-            {
-                "sequence": seq,
-                "toolName": name,
-                "input": self._snap(input),
-                "inputHash": None,
-                "output": self._snap(output),
-                "outputHash": None,
-                "latencyMs": None if latency_ms is None else int(latency_ms),
-                "errorRef": error_ref,
-            }
-        )
+        at = f"executionTrace.toolCalls[{len(self._tool_calls)}]"
+        seq = len(self._tool_calls) + 1
+        try:
+            problems = self._problems
+            seq = check.count(sequence, at=at, field="sequence", problems=problems) or seq
+            latency: Any = latency_ms
+            if isinstance(latency, float) and latency.is_integer():
+                latency = int(latency)  # the old int(latency_ms) accepted whole floats
+            self._tool_calls.append(
+                {
+                    "sequence": seq,
+                    "toolName": check.required_text(name, at=at, field="toolName", problems=problems),
+                    "input": self._json(input, f"{at}.input"),
+                    "inputHash": None,
+                    "output": self._json(output, f"{at}.output"),
+                    "outputHash": None,
+                    "latencyMs": check.count(latency, at=at, field="latencyMs", problems=problems),
+                    "errorRef": check.text(error_ref, at=at, field="errorRef", problems=problems),
+                }
+            )
+        except Exception as exc:
+            self._failed("add_tool_call", exc)
         return seq
 
     def observe_external(
@@ -337,29 +358,47 @@ class DecisionBuilder:
     ) -> Self:
         """An external value the decision read (balance, inventory, ...), as of ``captured_at`` (now)."""
         self._open()
-        if captured_at is None:
-            captured_at = self._recorder.clock()
-        self._externals.append(
-            {
-                "key": key,
-                "capturedValue": self._snap(value),
-                "capturedValueHash": None,
-                "capturedAt": captured_at if isinstance(captured_at, str) else format_timestamp(captured_at),
-                "sourceEndpoint": source,
-            }
-        )
+        try:
+            at = f"externalState.observableExternals[{len(self._externals)}]"
+            problems = self._problems
+            when: str | None
+            if isinstance(captured_at, str):
+                when = check.text(captured_at, at=at, field="capturedAt", problems=problems)
+            else:
+                moment = captured_at
+                if moment is None or not _aware(moment):
+                    if moment is not None:
+                        problems.append(
+                            f"a timezone-aware datetime or a string expected, got {captured_at!r}, "
+                            f"at {at}.capturedAt; the capture time was used"
+                        )
+                    moment = self._now()
+                when = format_timestamp(moment)
+            self._externals.append(
+                {
+                    "key": check.required_text(key, at=at, field="key", problems=problems),
+                    "capturedValue": self._json(value, f"{at}.capturedValue"),
+                    "capturedValueHash": None,
+                    "capturedAt": when,
+                    "sourceEndpoint": check.text(source, at=at, field="sourceEndpoint", problems=problems),
+                }
+            )
+        except Exception as exc:
+            self._failed("observe_external", exc)
         return self
 
     def flag_consequential(self, reason: str) -> Self:
         """Mark this decision consequential (full capture) before it is finished."""
         self._open()
         self.consequential = True
-        self.consequential_reason = reason
+        self.consequential_reason = check.text(reason, at="consequential.reason", problems=self._problems)
         return self
 
     def set_context_tokens(self, total: int) -> Self:
         self._open()
-        self._total_context_tokens = total
+        self._total_context_tokens = check.count(
+            total, at="memoryState.totalContextTokens", problems=self._problems
+        )
         return self
 
     def finish(
@@ -376,27 +415,80 @@ class DecisionBuilder:
     ) -> str:
         """Record the end of the decision and queue the capture; returns the decision id.
 
-        Never blocks beyond the recorder's queue policy and never raises on delivery problems
-        (they go to the recorder's ``on_error`` and ``stats``).
+        Never blocks beyond the recorder's queue policy and never raises for what it is given or
+        on delivery problems (they go to the recorder's ``on_error`` and ``stats``).
         """
         self._open()
-        latency = total_latency_ms
+        try:
+            self._finish(
+                output=output,
+                stop_reason=stop_reason,
+                reasoning=reasoning,
+                reasoning_token_count=reasoning_token_count,
+                outcome=outcome,
+                outcome_reason=outcome_reason,
+                total_latency_ms=total_latency_ms,
+                total_context_tokens=total_context_tokens,
+            )
+        except Exception as exc:
+            self._failed("finish", exc)
+        if not self._captured_at:
+            self._captured_at = format_timestamp(self._now())
+        self.finished = True
+        self._recorder._submit_decision(self)
+        return self.decision_id
+
+    def _finish(
+        self,
+        *,
+        output: Any,
+        stop_reason: Any,
+        reasoning: Any,
+        reasoning_token_count: Any,
+        outcome: Any,
+        outcome_reason: Any,
+        total_latency_ms: Any,
+        total_context_tokens: Any,
+    ) -> None:
+        problems = self._problems
+        at = "executionTrace"
+        latency = check.count(total_latency_ms, at=at, field="totalLatencyMs", problems=problems)
         if latency is None:
             latency = int((time.perf_counter() - self._started) * 1000)
+        if stop_reason is not None and not (type(stop_reason) is str and stop_reason in _STOP_REASONS):
+            problems.append(
+                f"one of {sorted(_STOP_REASONS)} expected, got {stop_reason!r}, at {at}.stopReason; "
+                "recorded as null"
+            )
+            stop_reason = None
+        tokens: list[Any] | None = None
+        if reasoning is not None:
+            try:
+                tokens = list(reasoning)
+            except Exception as exc:
+                problems.append(f"a sequence of text expected ({type(exc).__name__}) at {at}.reasoningTokens")
         self._final = {
-            "reasoningTokens": None if reasoning is None else list(reasoning),
-            "reasoningTokenCount": reasoning_token_count,
-            "finalOutputText": output,
+            "reasoningTokens": tokens,
+            "reasoningTokenCount": check.count(
+                reasoning_token_count, at=at, field="reasoningTokenCount", problems=problems
+            ),
+            "finalOutputText": check.text(
+                output, at=at, field="finalOutputText", problems=problems, part=True
+            ),
             "stopReason": stop_reason,
             "totalLatencyMs": latency,
         }
         if total_context_tokens is not None:
-            self._total_context_tokens = total_context_tokens
-        self._outcome = (outcome, outcome_reason)
-        self._captured_at = format_timestamp(self._recorder.clock())
-        self.finished = True
-        self._recorder._submit_decision(self)
-        return self.decision_id
+            self._total_context_tokens = check.count(
+                total_context_tokens, at="memoryState.totalContextTokens", problems=problems
+            )
+        if not (type(outcome) is str and outcome in _OUTCOMES):
+            problems.append(
+                f"one of {sorted(_OUTCOMES)} expected, got {outcome!r}, at outcome.status; recorded as 'unknown'"
+            )
+            outcome = "unknown"
+        self._outcome = (outcome, check.text(outcome_reason, at="outcome.reason", problems=problems))
+        self._captured_at = format_timestamp(self._now())
 
     def __enter__(self) -> Self:
         return self
@@ -408,23 +500,18 @@ class DecisionBuilder:
             return
         if exc is None:
             self.finish(output=None, stop_reason=None)
-        else:
-            self.finish(
-                output=None,
-                stop_reason="error",
-                outcome="failure",
-                outcome_reason=f"{type(exc).__name__}: {exc}",
-            )
+            return
+        try:
+            reason = f"{type(exc).__name__}: {exc}"
+        except Exception:  # an exception whose str() fails must not replace the agent's own
+            reason = type(exc).__name__
+        self.finish(output=None, stop_reason="error", outcome="failure", outcome_reason=reason)
 
     # --- the worker's side ---------------------------------------------------------------------
     def to_capture(self) -> dict[str, Any]:
         """The capture in JSON form, unsealed (hashes and signature null); ``captureLevel`` null
         means "let the policy decide". Called on the recorder's worker thread."""
-        config = self._config or self._recorder.default_config
-        if config is None:
-            raise ContractError(
-                "no model configuration: call configure() or Recorder.configure()", path="agentConfiguration"
-            )
+        config = self._config or self._recorder.default_config or _UNCONFIGURED
         rendered = self._rendered
         final = self._final
         user_id, session_id = self._origin
@@ -473,3 +560,56 @@ class DecisionBuilder:
             "replayPolicy": self._replay_policy.to_json(),
             "signature": {"algorithm": "ed25519", "publicKeyRef": None, "signatureBytes": None},
         }
+
+
+_NO_CONFIGURATION = (
+    "no model configuration (call configure() or Recorder.configure()) at agentConfiguration; "
+    f"modelIdentifier recorded as {check.MARKER!r}"
+)
+_UNCONFIGURED = AgentConfig(model=check.MARKER)
+
+
+def _flag(value: Any, path: str, problems: list[str]) -> bool:
+    if type(value) is bool:
+        return value
+    try:
+        return bool(value)
+    except Exception as exc:
+        problems.append(f"a bool expected ({type(exc).__name__}: {exc}) at {path}; recorded as True")
+        return True  # when in doubt, capture in full
+
+
+def _aware(moment: Any) -> bool:
+    return isinstance(moment, datetime) and moment.utcoffset() is not None
+
+
+def _spans(spans: Any, problems: list[str]) -> tuple[dict[str, Any], ...]:
+    """The runtime's spans as JSON records; a span that is not one is dropped (a problem)."""
+    try:
+        given = [] if spans is None else list(spans)
+    except Exception as exc:
+        problems.append(f"a sequence of spans expected ({type(exc).__name__}) at renderedContext.spans")
+        return ()
+    out: list[dict[str, Any]] = []
+    for index, span in enumerate(given):
+        at = f"renderedContext.spans[{index}]"
+        found: list[str] = []
+        if isinstance(span, ContextSpan):
+            out.append(span.to_json())
+            continue
+        if not isinstance(span, Mapping):
+            problems.append(f"a ContextSpan or mapping expected, got {type(span).__name__}, at {at}; dropped")
+            continue
+        checked = {
+            "part": check.text(span.get("part"), at=at, field="part", problems=found),
+            "start": check.count(span.get("start"), at=at, field="start", problems=found),
+            "end": check.count(span.get("end"), at=at, field="end", problems=found),
+            "encoding": check.text(
+                span.get("encoding", "json-string"), at=at, field="encoding", problems=found
+            ),
+        }
+        if found or None in checked.values():
+            problems.append(f"an incomplete span at {at} dropped" + (f" ({found[0]})" if found else ""))
+            continue
+        out.append(checked)
+    return tuple(out)

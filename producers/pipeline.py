@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Prepared", "Stage", "StageFailed", "prepare_capture", "prepare_flag", "sign_flag"]
 
-Stage = Literal["queue", "build", "seal", "encode", "claim_check", "send", "delivery", "close"]
+# "record": values the runtime gave could not be recorded as given (producers/unrecordable.py);
+# the capture was still made, with markers in their place.
+Stage = Literal["record", "queue", "build", "seal", "encode", "claim_check", "send", "delivery", "close"]
 
 
 class StageFailed(Exception):

@@ -7,10 +7,19 @@ for structured-only captures, Avro-encode, claim-check an oversized capture thro
 store, and hand the bytes to the transport. Delivery outcomes come back through transport
 callbacks and update :attr:`Recorder.stats`; failures also go to ``on_error``.
 
+Values the runtime gives that cannot be recorded as given (circular, nested deeper than
+:data:`~producers.unrecordable.MAX_DEPTH` levels, not JSON, NaN, an integer beyond ±(2**53 − 1),
+the wrong type, ...) never raise in the agent: the capture is still made, with a marker
+``{"blackbox.unrecordable": "<why> at <path>"}`` in their place and the problems named in its
+``outcome.reason``; it is signed and verifies as usual. Each such capture is reported once through
+``on_error`` (stage ``record``, ``partial=True``, a :class:`~schemas.errors.Unrecordable` error)
+and counted in ``stats.unrecordable``. See :mod:`producers.unrecordable`.
+
 Backpressure: when the queue is full a routine capture is dropped at once and a consequential one
 (or a flag) waits up to ``consequential_wait`` seconds; either way a drop is counted
 (``dropped_queue_full``) and reported through ``on_error`` — never silent, never an exception in
-the agent. Nothing the worker does can raise into the agent.
+the agent. Nothing the worker does can raise into the agent, and neither can ``on_error`` itself
+(what it raises is logged and counted in ``stats.on_error_raised``).
 
 ``flush(timeout)`` waits until everything queued so far is delivered or failed; ``close()``
 flushes, stops the worker and closes the transport, reporting whatever could not be delivered.
@@ -19,28 +28,21 @@ flushes, stops the worker and closes the transport, reporting whatever could not
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import queue
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from producers import unrecordable as check
 from producers.claimcheck import ClaimChecker
-from producers.decision import (
-    AgentConfig,
-    Clock,
-    DecisionBuilder,
-    ReplayPolicy,
-    format_timestamp,
-    new_decision_id,
-    pin_config,
-    snapshot_json,
-    system_clock,
-)
+from producers.config import AgentConfig, ReplayPolicy, agent_config, pin_config
+from producers.decision import Clock, DecisionBuilder, format_timestamp, system_clock
 from producers.pipeline import (
     Prepared,
     Stage,
@@ -51,7 +53,7 @@ from producers.pipeline import (
     sign_flag,
 )
 from producers.policy import CapturePolicy
-from schemas.errors import BlackboxError, QueueFull, TransportError
+from schemas.errors import BlackboxError, ContractError, QueueFull, TransportError, Unrecordable
 
 if TYPE_CHECKING:
     from producers.blobstore import BlobStore
@@ -66,7 +68,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RecorderStats:
-    """Counters since the recorder started. ``outstanding`` = enqueued, not yet delivered or failed."""
+    """Counters since the recorder started. ``outstanding`` = enqueued, not yet delivered or failed.
+
+    ``unrecordable``: captures (and ``configure`` calls) in which values the runtime gave could not
+    be recorded as given and were replaced by markers (each also reported through ``on_error``);
+    such a capture is still counted as enqueued and then delivered or failed. ``on_error_raised``:
+    times the ``on_error`` callback itself raised (logged, never propagated).
+    """
 
     enqueued: int
     delivered: int
@@ -74,19 +82,28 @@ class RecorderStats:
     failed: int
     claim_checked: int
     outstanding: int
+    unrecordable: int = 0
+    on_error_raised: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class CaptureFailure:
-    """What ``on_error`` receives: which decision (or flag) was lost, at which stage, and why."""
+    """What ``on_error`` receives: which decision (or flag) was lost, at which stage, and why.
+
+    ``partial=True`` (stage ``record``): the capture was *not* lost; it was made with markers in
+    place of values that could not be recorded as given, which ``error`` names.
+    """
 
     decision_id: str | None
     agent_id: str
     kind: Literal["capture", "flag"]
     stage: Stage
     error: BlackboxError
+    partial: bool = False
 
     def __str__(self) -> str:
+        if self.partial:
+            return f"{self.kind} {self.decision_id} recorded with unrecordable values replaced: {self.error}"
         return f"{self.kind} {self.decision_id} lost at {self.stage}: {self.error}"
 
 
@@ -95,6 +112,16 @@ class _Flag:
 
     def __init__(self, value: dict[str, Any]) -> None:
         self.value = value
+
+
+class _Assembled:
+    """A capture the runtime assembled itself (:meth:`Recorder.record`), and what its snapshot found."""
+
+    __slots__ = ("problems", "value")
+
+    def __init__(self, value: dict[str, Any], problems: list[str]) -> None:
+        self.value = value
+        self.problems = problems
 
 
 _STOP = object()
@@ -156,12 +183,13 @@ class Recorder:
         self._max_message_bytes = max_message_bytes
         self._consequential_wait = consequential_wait
         self._on_error = on_error
-        self._snapshot: Callable[[Any], Any] = snapshot_json if snapshot else _identity
+        self._copies = snapshot
         self._sign_flags = sign_flags
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._enqueued = self._delivered = self._dropped = self._failed = self._claimed = 0
+        self._unrecordable = self._on_error_raised = 0
         # accepted by the transport, delivery callback pending: token -> (kind, decision id)
         self._in_transport: dict[int, tuple[Literal["capture", "flag"], str | None]] = {}
         self._next_token = 0
@@ -209,14 +237,23 @@ class Recorder:
     # --- the runtime's side ----------------------------------------------------------------------
     def configure(self, **config: Any) -> AgentConfig:
         """Set the default model configuration for later decisions (same keywords as
-        :meth:`DecisionBuilder.configure`); returns it."""
-        if "tool_schema" in config:
-            config["tool_schema"] = self._snapshot(config["tool_schema"])
-        if "sampling" in config:
-            config["sampling"] = self._snapshot(dict(config["sampling"] or {}))
-        self.default_config = AgentConfig(**config)
-        pin_config(self.default_config, owned=self._snapshot is snapshot_json)
-        return self.default_config
+        :meth:`DecisionBuilder.configure`); returns it.
+
+        Never raises: what cannot be recorded as given is replaced, reported once through
+        ``on_error`` now, and named in every capture that uses this configuration.
+        """
+        problems: list[str] = []
+        try:
+            built = agent_config(config, snapshot=self._copies, problems=problems)
+        except Exception as exc:  # a last line of defence
+            problems.append(f"configure() could not be recorded: {type(exc).__name__}: {exc}")
+            built = AgentConfig(model=check.MARKER)
+        if problems:
+            built = replace(built, unrecordable=tuple(problems))
+            self._unrecorded(None, problems)
+        self.default_config = built
+        pin_config(built, owned=self._copies)
+        return built
 
     def decision(
         self,
@@ -233,7 +270,7 @@ class Recorder:
         """Start recording one decision; use as ``with rec.decision(...) as d:``."""
         return DecisionBuilder(
             self,
-            decision_id=decision_id or new_decision_id(self.clock()),
+            decision_id=decision_id,
             request=request,
             origin_user_id=origin_user_id,
             origin_session_id=origin_session_id,
@@ -241,7 +278,7 @@ class Recorder:
             consequential_reason=consequential_reason,
             config=config,
             replay_policy=replay_policy or self.replay_policy,
-            snapshot=self._snapshot,
+            snapshot=self._copies,
         )
 
     def record(self, capture: dict[str, Any]) -> bool:
@@ -249,12 +286,25 @@ class Recorder:
         snapshotted like every value given to the recorder.
 
         A null ``captureLevel`` lets the policy decide; a given one is kept. Returns False if the
-        capture was dropped (queue full), True if queued.
+        capture was dropped (queue full, or not a JSON object), True if queued.
         """
-        capture = self._snapshot(capture)
-        flagged = bool((capture.get("consequential") or {}).get("flagged"))
+        problems: list[str] = []
+        try:
+            if self._copies:
+                capture = check.snapshot(capture, path="", problems=problems)
+            if not isinstance(capture, dict):
+                raise ContractError(f"a capture is a JSON object, got {type(capture).__name__}")
+            decision_id = capture.get("decisionId")
+            consequential = capture.get("consequential")
+            flagged = isinstance(consequential, dict) and consequential.get("flagged") is True
+        except Exception as exc:
+            self._lost("capture", None, as_blackbox(exc))
+            return False
         return self._enqueue(
-            capture, consequential=flagged, decision_id=capture.get("decisionId"), kind="capture"
+            _Assembled(capture, problems),
+            consequential=flagged,
+            decision_id=decision_id if isinstance(decision_id, str) else None,
+            kind="capture",
         )
 
     def flag_consequential(
@@ -263,15 +313,50 @@ class Recorder:
         """Upgrade an earlier decision to consequential (e.g. a failure signal that arrived later).
 
         Sends a ``flag`` event on the same key as the captures, so it follows them in order.
+        Never raises: a flag that cannot be made is reported (and counted failed), and False returned.
         """
-        value = {
-            "decisionId": decision_id,
-            "agentId": self.agent_id,
-            "reason": reason,
-            "flaggedAt": format_timestamp(flagged_at or self.clock()),
-            "failure": failure,
-        }
+        try:
+            if type(decision_id) is not str or type(reason) is not str:
+                raise ContractError(
+                    f"decision_id and reason must be strings, got {type(decision_id).__name__} and "
+                    f"{type(reason).__name__}"
+                )
+            value = {
+                "decisionId": decision_id,
+                "agentId": self.agent_id,
+                "reason": reason,
+                "flaggedAt": format_timestamp(flagged_at or self._now([])),
+                "failure": bool(failure),
+            }
+        except Exception as exc:
+            self._lost("flag", decision_id if isinstance(decision_id, str) else None, as_blackbox(exc))
+            return False
         return self._enqueue(_Flag(value), consequential=True, decision_id=decision_id, kind="flag")
+
+    def _now(self, problems: list[str]) -> datetime:
+        """The recorder's clock, or the system clock (with a problem) if it fails or is naive."""
+        try:
+            moment = self.clock()
+            if isinstance(moment, datetime) and moment.utcoffset() is not None:
+                return moment
+            raise ValueError(f"a timezone-aware datetime expected, got {moment!r}")
+        except Exception as exc:
+            problems.append(
+                f"the recorder's clock failed ({type(exc).__name__}: {exc}); the system clock was used"
+            )
+            return system_clock()
+
+    def _lost(self, kind: Literal["capture", "flag"], decision_id: str | None, error: BlackboxError) -> None:
+        """Nothing could be queued for what the runtime gave: count it enqueued and failed, report it."""
+        with self._lock:
+            self._enqueued += 1
+        self._settle(False, CaptureFailure(decision_id, self.agent_id, kind, "record", error))
+
+    def _unrecorded(self, decision_id: str | None, problems: list[str] | tuple[str, ...]) -> None:
+        with self._lock:
+            self._unrecordable += 1
+        error = Unrecordable(f"{len(problems)} value(s) replaced by markers: {check.summary(list(problems))}")
+        self._report(CaptureFailure(decision_id, self.agent_id, "capture", "record", error, partial=True))
 
     def _submit_decision(self, builder: DecisionBuilder) -> None:
         self._enqueue(
@@ -321,6 +406,8 @@ class Recorder:
                 failed=self._failed,
                 claim_checked=self._claimed,
                 outstanding=self._outstanding(),
+                unrecordable=self._unrecordable,
+                on_error_raised=self._on_error_raised,
             )
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -457,17 +544,68 @@ class Recorder:
             if isinstance(item, _Flag):
                 prepared = prepare_flag(item.value, signer=self._signer if self._sign_flags else None)
             elif isinstance(item, DecisionBuilder):
-                try:
-                    capture = item.to_capture()
-                except Exception as exc:
-                    raise StageFailed("build", as_blackbox(exc)) from exc
-                prepared = self._prepare(capture, owned=True)
+                prepared = self._prepare_recorded(
+                    item.to_capture,
+                    owned=True,
+                    problems=item.problems,
+                    inherited=item.inherited_problems,
+                    decision_id=decision_id,
+                )
             else:
-                prepared = self._prepare(item, owned=False)
+                prepared = self._prepare_recorded(
+                    lambda: item.value,
+                    owned=False,
+                    problems=item.problems,
+                    inherited=(),
+                    decision_id=decision_id,
+                )
         except StageFailed as failed:
             self._settle(False, CaptureFailure(decision_id, self.agent_id, kind, failed.stage, failed.error))
             return
         self._send(kind, decision_id, prepared)
+
+    def _prepare_recorded(
+        self,
+        build: Callable[[], dict[str, Any]],
+        *,
+        owned: bool,
+        problems: tuple[str, ...] | list[str],
+        inherited: tuple[str, ...],
+        decision_id: str | None,
+    ) -> Prepared:
+        """Prepare a capture; if sealing or encoding refuses it, repair what could not be recorded
+        (:func:`producers.unrecordable.repair_capture`) and prepare that instead.
+
+        The capture names every problem (``inherited`` ones come from ``Recorder.configure``, which
+        reported them already); this reports the rest, the runtime's and the repair's, once.
+        """
+        try:
+            capture = build()
+        except Exception as exc:
+            raise StageFailed("build", as_blackbox(exc)) from exc
+        if problems or inherited:
+            check.annotate(capture, [*problems, *inherited])
+        try:
+            prepared = self._prepare(capture, owned=owned)
+        except StageFailed as failed:
+            if failed.stage not in ("seal", "encode"):
+                raise
+            try:  # a fresh capture: sealing in place may have filled the first one partly
+                repaired, found = check.repair_capture(build())
+            except Exception:
+                log.exception("repairing a refused capture failed")
+                raise failed from None
+            if not found:
+                raise
+            problems = [*problems, *found]
+            check.annotate(repaired, [*problems, *inherited])
+            try:
+                prepared = self._prepare(repaired, owned=False)
+            except StageFailed:
+                raise failed from None
+        if problems:
+            self._unrecorded(decision_id, problems)
+        return prepared
 
     def _send(self, kind: Literal["capture", "flag"], decision_id: str | None, prepared: Prepared) -> None:
         if prepared.claim_checked:
@@ -523,11 +661,10 @@ class Recorder:
         try:
             self._on_error(failure)
         except Exception:
-            log.exception("recorder on_error callback raised")
-
-
-def _identity(value: Any) -> Any:
-    return value
+            with self._lock:
+                self._on_error_raised += 1
+            with contextlib.suppress(Exception):  # not even logging may raise into the agent
+                log.exception("recorder on_error callback raised")
 
 
 def _describe(item: Any) -> tuple[Literal["capture", "flag"], str | None]:
@@ -535,4 +672,7 @@ def _describe(item: Any) -> tuple[Literal["capture", "flag"], str | None]:
         return "flag", item.value.get("decisionId")
     if isinstance(item, DecisionBuilder):
         return "capture", item.decision_id
-    return "capture", item.get("decisionId") if isinstance(item, dict) else None
+    if isinstance(item, _Assembled):
+        decision_id = item.value.get("decisionId")
+        return "capture", decision_id if isinstance(decision_id, str) else None
+    return "capture", None

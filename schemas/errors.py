@@ -29,6 +29,11 @@ class ContractError(BlackboxError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+class Unrecordable(ContractError):
+    """Values given to the recorder could not be recorded as given; the capture was made with
+    markers in their place (``producers/unrecordable.py``) and names them."""
+
+
 class SerializationError(BlackboxError):
     """A record could not be encoded to Avro."""
 

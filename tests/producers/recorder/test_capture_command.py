@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,8 @@ import typer
 from recorder_testdata import new_signer, trust_for
 from typer.testing import CliRunner
 
-from consumers.commands.capture import register
-from producers.evidence import Signer, seal, verify_capture
+from consumers.commands.capture import MAX_DOCUMENT_DEPTH, register
+from producers.evidence import Signer, TrustStore, seal, verify_capture
 from producers.evidence.dsse import b64encode
 from producers.spool import read_spool
 from schemas.codec import decode
@@ -175,3 +177,119 @@ def test_capture_through_kafka(tmp_path: Path, env: dict[str, str], kafka_bootst
     finally:
         consumer.close()
     assert [decode(m.value()).value["decisionId"] for m in messages] == ["dec_01J9Z8K2V6XAMPLE"]
+
+
+# --- issue 8, items 9 and 11: limits, and the article's own form ----------------------------------
+
+ARTICLE = Path(__file__).resolve().parent / "golden" / "article_replay_v1.json"
+GOLDEN_SEED = Path(__file__).resolve().parents[1] / "evidence" / "golden" / "test-key.seed"
+
+
+def _golden_signer() -> Signer:
+    seed = base64.b64decode(GOLDEN_SEED.read_text().strip())
+    return Signer.from_seed(seed, name="did:armalo:agent:agt_support_1")
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_deeply_nested_json_is_a_clear_error(tmp_path: Path, env: dict[str, str], depth: int) -> None:
+    path = _write(tmp_path, "[" * depth + "]" * depth)
+    result = _invoke(["capture", str(path)], env)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {path if depth > 1000 else '[0]'}")
+    assert f"JSON nested deeper than {MAX_DOCUMENT_DEPTH} levels (the limit)" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    assert _spooled(tmp_path) == []
+
+
+def test_a_file_above_the_size_limit_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    path = _write(tmp_path, _example())
+    size = path.stat().st_size
+    result = _invoke(["capture", str(path), "--max-bytes", str(size - 1)], env)
+    assert result.exit_code == 2
+    assert (
+        result.stderr
+        == f"error: {path}: larger than {size - 1} bytes, the limit (raise it with --max-bytes)\n"
+    )
+    assert _invoke(["capture", str(path), "--max-bytes", str(size)], env).exit_code == 0
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "-"])
+def test_a_stream_is_read_only_up_to_the_limit(tmp_path: Path, env: dict[str, str], source: str) -> None:
+    endless = b"0" * 50_000  # stdin stands for a pipe; /dev/zero never ends
+    result = CliRunner().invoke(
+        _app(), ["capture", source, "--max-bytes", "4096"], env=env, input=endless if source == "-" else None
+    )
+    assert result.exit_code == 2
+    assert (
+        result.stderr == f"error: {source}: larger than 4096 bytes, the limit (raise it with --max-bytes)\n"
+    )
+
+
+@pytest.mark.parametrize("signature", ["as in the article", "absent"])
+def test_the_articles_own_form_is_accepted_as_is(tmp_path: Path, env: dict[str, str], signature: str) -> None:
+    document = json.loads(ARTICLE.read_text("utf-8"))
+    assert not {"captureLevel", "consequential", "outcome"} & set(document)
+    if signature == "absent":
+        del document["signature"]
+    signer = _golden_signer()
+    env = dict(env, BLACKBOX_SIGNING_KEY_B64=b64encode(signer.seed()), BLACKBOX_CAPTURE_SAMPLE_ONE_IN="1")
+    result = _invoke(["capture", str(_write(tmp_path, document))], env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "dec_01J9Z8K2V6ARTICLE"
+    [capture] = _spooled(tmp_path)
+    verify_capture(capture, trust_for(signer))
+    assert capture["captureLevel"] == "sampled"  # the policy's choice (one in 1)
+    assert capture["consequential"] == {"flagged": False, "reason": None}
+    assert capture["outcome"] == {"status": "unknown", "reason": None}
+    assert capture["input"]["requestPayloadHash"] == document["input"]["requestPayloadHash"]
+
+
+def test_the_article_form_gets_the_policy_level_structured_only_for_a_routine_turn(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    document = json.loads(ARTICLE.read_text("utf-8"))
+    del document["signature"]
+    env = dict(env, BLACKBOX_CAPTURE_SAMPLE_ONE_IN="0")
+    assert _invoke(["capture", str(_write(tmp_path, document))], env).exit_code == 0
+    [capture] = _spooled(tmp_path)
+    assert capture["captureLevel"] == "structured-only"
+    assert capture["input"]["requestPayload"] is None and capture["input"]["requestPayloadHash"]
+
+
+def _trust_store(env: dict[str, str], signer: Signer, **window: datetime) -> None:
+    store = TrustStore()
+    store.add(signer.public_raw, **window)
+    store.save(Path(env["BLACKBOX_DATA_DIR"]) / "trust.toml")
+
+
+@pytest.mark.parametrize(
+    ("window", "why"),
+    [
+        ({"not_before": datetime(2027, 1, 1, tzinfo=UTC)}, "is not yet valid at the signing time"),
+        (
+            {"not_before": datetime(2025, 1, 1, tzinfo=UTC), "not_after": datetime(2026, 1, 1, tzinfo=UTC)},
+            "had expired at the signing time",
+        ),
+    ],
+)
+def test_captured_at_outside_the_keys_window_is_refused(
+    tmp_path: Path, env: dict[str, str], signer: Signer, window: dict[str, datetime], why: str
+) -> None:
+    _trust_store(env, signer, **window)
+    result = _invoke(["capture", str(_write(tmp_path, _example()))], env)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: capturedAt: 2026-07-23T13:00:00.456Z lies outside what the signing key may sign"
+    )
+    assert why in result.stderr and signer.key_id in result.stderr
+    assert result.stdout == "" and _spooled(tmp_path) == []
+
+
+def test_captured_at_inside_the_keys_window_is_accepted(
+    tmp_path: Path, env: dict[str, str], signer: Signer
+) -> None:
+    _trust_store(
+        env, signer, not_before=datetime(2026, 1, 1, tzinfo=UTC), not_after=datetime(2027, 1, 1, tzinfo=UTC)
+    )
+    result = _invoke(["capture", str(_write(tmp_path, _example()))], env)
+    assert result.exit_code == 0, result.output

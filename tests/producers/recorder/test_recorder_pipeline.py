@@ -373,19 +373,24 @@ def test_send_and_delivery_failures_are_counted_and_reported(signer: Signer) -> 
     rec.close()
 
 
-def test_bad_content_fails_that_capture_only_with_its_path(
-    rec: Recorder, spool: Path, failures: list[CaptureFailure]
+def test_bad_content_is_replaced_by_a_marker_naming_its_path(
+    rec: Recorder, spool: Path, failures: list[CaptureFailure], trust: TrustStore
 ) -> None:
     d = rec.decision(request={"ok": True}, consequential=True)
     d.add_tool_call(name="t", input={"x": float("nan")}, output=None)
     d.finish(output="x")
     good = record(rec, make_content(5_000), consequential=True)
     assert rec.flush(5)
-    assert [m.value["decisionId"] for m in emitted(spool)] == [good.decision_id]
+    partial, complete = (m.value for m in emitted(spool))
+    assert [partial["decisionId"], complete["decisionId"]] == [d.decision_id, good.decision_id]
+    assert partial["executionTrace"]["toolCalls"][0]["input"] == {
+        "x": {"blackbox.unrecordable": "nan is not JSON at executionTrace.toolCalls[0].input.x"}
+    }
+    verify_capture(partial, trust)
     [failure] = failures
-    assert failure.decision_id == d.decision_id and failure.stage == "seal"
+    assert failure.decision_id == d.decision_id and failure.stage == "record" and failure.partial
     assert isinstance(failure.error, ContractError)
-    assert failure.error.path.startswith("executionTrace.toolCalls[0].input")
+    assert "executionTrace.toolCalls[0].input.x" in str(failure.error)
 
 
 def test_on_error_that_raises_does_not_stop_the_worker(signer: Signer) -> None:
