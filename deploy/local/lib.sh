@@ -59,9 +59,9 @@ ensure_dirs() {
 }
 
 ensure_python() {
-    [[ -n "$PYTHON" ]] || die "no python found; install Python 3.11 and run: pip install -e '.[dev]'"
+    [[ -n "$PYTHON" ]] || die "no python found; install Python 3.11 and run: pip install -e '.[server,dev]'"
     "$PYTHON" -c 'import confluent_kafka, minio' 2>/dev/null ||
-        die "python ($PYTHON) lacks confluent_kafka/minio; run: pip install -e '.[dev]' (or set PYTHON)"
+        die "python ($PYTHON) lacks confluent_kafka/minio; run: pip install -e '.[server,dev]' (or set PYTHON)"
     mkdir -p "$STATE_DIR" && "$PYTHON" -c 'import sys; print(sys.executable)' >"$PYTHON_FILE"
 }
 

@@ -11,8 +11,8 @@ export PYTHON
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "pip install -e '.[dev]'"
-"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]'
+step "pip install -e '.[server,dev]'"
+"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[server,dev]'
 
 # tests/test_compose.py validates deploy/compose.yaml with a real Compose implementation; it needs
 # no Docker daemon. Debian's docker-compose is enough where `docker compose` is missing.
