@@ -7,13 +7,7 @@ recorded tool answers and captured external state → compare with the capture. 
 
 from consumers.replay.agent_hook import AgentFunction, AgentRun, ReplayHandles, StepLimitReached, run_agent
 from consumers.replay.bisect import BisectResult, ExplainResult, bisect_candidates, explain_change
-from consumers.replay.clients import (
-    CallableModelClient,
-    ChatResponse,
-    ModelClient,
-    ModelNotFound,
-    OpenAICompatibleClient,
-)
+from consumers.replay.clients import CallableModelClient, ModelClient, ModelNotFound, OpenAICompatibleClient
 from consumers.replay.endpoints import EndpointNotAllowed, EndpointPolicy, InsecureEndpoint, ModelEndpoint
 from consumers.replay.loop import tool_calling_loop
 from consumers.replay.outcome import Comparison, Outcome, compare
@@ -26,7 +20,7 @@ from consumers.replay.replayer import (
     UnverifiedCapture,
 )
 from consumers.replay.report import ReplayReport, build_report, render_table, replay_with_report, report_json
-from consumers.replay.request import ChatRequest, ContentAbsent, HashCheck, rebuild_request
+from consumers.replay.request import ContentAbsent, HashCheck, rebuild_request
 from consumers.replay.runlog import IndexReplayRunLog, ListReplayRunLog, ReplayRunLog, ReplayRunRow
 from consumers.replay.sandbox import HttpToolBackend, LiveTools, Sandbox, ToolBackend, ToolCall
 from consumers.replay.source import CaptureSource, FileCaptureSource, IndexedCaptureSource
@@ -46,8 +40,6 @@ __all__ = [
     "BisectResult",
     "CallableModelClient",
     "CaptureSource",
-    "ChatRequest",
-    "ChatResponse",
     "Comparison",
     "ContentAbsent",
     "EndpointNotAllowed",

@@ -21,20 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from consumers.replay.clients import ChatResponse, ModelClient
-from consumers.replay.request import ChatRequest
+from consumers.replay.clients import ModelClient
 from consumers.replay.sandbox import ExternalState, Sandbox, ToolCall
+from producers.wire.openai_chat import ChatRequest, ChatResponse
 from schemas.errors import BlackboxError, ModelClientError, ReplayDivergence
 
 DEFAULT_MAX_MODEL_CALLS = 32
-
-FINISH_TO_STOP = {
-    "stop": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_call",
-    "function_call": "tool_call",
-    "content_filter": "error",
-}
 
 
 class StepLimitReached(BlackboxError):
@@ -84,8 +76,7 @@ class SandboxedModel:
     def stop_reason(self) -> str:
         if not self.responses:
             return "error"
-        finish = self.responses[-1].finish_reason or "stop"
-        return FINISH_TO_STOP.get(finish, finish)
+        return self.responses[-1].stop_reason
 
 
 class SandboxedTools:

@@ -2,22 +2,24 @@
 
 The HTTP client serves vLLM, llama.cpp, Ollama and hosted APIs alike: ``POST
 {endpoint}/chat/completions``. The body it posts is :meth:`ChatRequest.body`, so the captured
-rendered context travels byte for byte. It dials only what the operator configured (see
-``consumers/replay/endpoints.py``): the endpoint a capture names is shown, never dialled on its own.
+rendered context travels byte for byte. The shapes of the request and the answer are the wire
+module's (``producers/wire/openai_chat.py``); the HTTP round trip is this one's. It dials only
+what the operator configured (see ``consumers/replay/endpoints.py``): the endpoint a capture names
+is shown, never dialled on its own.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
 from consumers.replay.endpoints import EndpointPolicy
-from consumers.replay.request import ChatRequest
 from producers.settings import BlackboxSettings
+from producers.wire import openai_chat
+from producers.wire.openai_chat import ChatRequest, ChatResponse
 from schemas.errors import ModelClientError
 
 
@@ -27,26 +29,6 @@ class ModelNotFound(ModelClientError):
     def __init__(self, message: str, *, model: str) -> None:
         self.model = model
         super().__init__(message)
-
-
-@dataclass(frozen=True, slots=True)
-class ChatResponse:
-    """The first choice of a chat completion."""
-
-    message: dict[str, Any]
-    finish_reason: str | None
-    model: str | None = None
-
-    @classmethod
-    def from_completion(cls, value: Any) -> ChatResponse:
-        try:
-            choice = value["choices"][0]
-            message = choice["message"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ModelClientError(f"not a chat completion: {str(value)[:200]}") from exc
-        if not isinstance(message, dict):
-            raise ModelClientError("chat completion message is not an object")
-        return cls(message=message, finish_reason=choice.get("finish_reason"), model=value.get("model"))
 
 
 @runtime_checkable
@@ -118,10 +100,9 @@ class OpenAICompatibleClient:
         self, request: ChatRequest, *, extra_messages: Sequence[Mapping[str, Any]] = ()
     ) -> ChatResponse:
         target = self.policy.resolve(request.endpoint)
-        headers = {"Content-Type": "application/json"}
-        if target.api_key is not None:
-            headers["Authorization"] = f"Bearer {target.api_key.get_secret_value()}"
-        url = target.url + "/chat/completions"
+        key = target.api_key.get_secret_value() if target.api_key is not None else None
+        headers = openai_chat.request_headers(key)
+        url = target.url + openai_chat.PATH
         body = request.body(extra_messages).encode("utf-8")
         try:
             response = self._http.post(url, content=body, headers=headers)

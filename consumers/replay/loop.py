@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from consumers.replay.agent_hook import ReplayHandles
-from consumers.replay.sandbox import tool_message_content
+from producers.wire.openai_chat import parse_tool_calls, tool_message
 
 
 def tool_calling_loop(handles: ReplayHandles) -> str | None:
@@ -19,13 +19,10 @@ def tool_calling_loop(handles: ReplayHandles) -> str | None:
     while True:
         reply = handles.model.complete(messages)
         messages.append(reply)
-        calls = reply.get("tool_calls") or ()
+        calls = parse_tool_calls(reply)
         if not calls:
             content = reply.get("content")
             return content if isinstance(content, str) else None
         for call in calls:
-            function = call.get("function") or {}
-            output = handles.tools.call(str(function.get("name")), function.get("arguments") or "{}")
-            messages.append(
-                {"role": "tool", "tool_call_id": call.get("id"), "content": tool_message_content(output)}
-            )
+            output = handles.tools.call(str(call.name), call.arguments or "{}")
+            messages.append(tool_message(call.id, output))

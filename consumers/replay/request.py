@@ -1,9 +1,8 @@
 """Rebuild the exact model request a capture records, and prove it is exact before sending it.
 
-The chat ``messages`` value is the captured ``renderedContext.text`` *verbatim*: the request body
-is built by concatenating JSON text around it, never by parsing and re-serializing the messages,
-so the bytes the model receives are the bytes the capture hashed. Later turns of a tool-calling
-loop append messages the same way (the captured prefix stays byte-identical).
+The request is the wire module's (``producers/wire/openai_chat.py``): its ``messages`` value is
+the captured ``renderedContext.text`` *verbatim*, so the bytes the model receives are the bytes
+the capture hashed.
 
 Before anything is sent, the rendered context, the system prompt and the tool schema are hashed
 again and compared with the capture's hash fields (:func:`check_request`).
@@ -11,14 +10,14 @@ again and compared with the capture's hash fields (:func:`check_request`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 from consumers.replay.digest import json_hash, text_hash
-from producers.context import CHAT_MESSAGES_FORMAT, RenderedContext
-from schemas.errors import CaptureNotReplayable, ContentHashMismatch, ContractError
+from producers.context import RenderedContext
+from producers.wire.openai_chat import ChatRequest, request_from_capture, schema_for_tools
+from schemas.errors import CaptureNotReplayable, ContentHashMismatch
 
 NULL_JSON_HASH = json_hash(None)
 
@@ -34,56 +33,6 @@ class ContentAbsent(CaptureNotReplayable):
         self.missing = tuple(missing)
         self.available = tuple(available)
         super().__init__(f"{message}; still available: {', '.join(self.available)}")
-
-
-@dataclass(frozen=True, slots=True)
-class ChatRequest:
-    """One OpenAI-compatible chat-completions request, with ``messages`` held as exact JSON text."""
-
-    model: str
-    messages_text: str
-    tools: Any = None
-    sampling: Mapping[str, Any] = field(default_factory=dict)
-    endpoint: str | None = None
-
-    def body(self, extra_messages: Sequence[Mapping[str, Any]] = ()) -> str:
-        """The JSON body text; ``messages`` is ``messages_text`` with ``extra_messages`` appended."""
-        parts = ['{"model": ', json.dumps(self.model), ', "messages": ']
-        parts.append(append_messages(self.messages_text, extra_messages))
-        if self.tools is not None:
-            parts += [', "tools": ', json.dumps(self.tools, ensure_ascii=False)]
-        for key, value in self.sampling.items():
-            if value is not None:
-                parts += [", ", json.dumps(key), ": ", json.dumps(value, ensure_ascii=False)]
-        parts.append("}")
-        return "".join(parts)
-
-    def to_json(self, extra_messages: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-        """The request as a dict: exactly what an HTTP server would parse from :meth:`body`."""
-        value: dict[str, Any] = json.loads(self.body(extra_messages))
-        return value
-
-    def messages(self) -> list[dict[str, Any]]:
-        value = json.loads(self.messages_text)
-        if not isinstance(value, list):
-            raise ContractError("rendered context is not a JSON array", path="renderedContext.text")
-        return value
-
-    def with_changes(self, **changes: Any) -> ChatRequest:
-        return replace(self, **changes)
-
-
-def append_messages(messages_text: str, extra: Sequence[Mapping[str, Any]]) -> str:
-    """``messages_text`` (a JSON array) with ``extra`` appended, leaving its own bytes untouched."""
-    if not extra:
-        return messages_text
-    head = messages_text.rstrip()
-    if not head.endswith("]"):
-        raise ContractError("rendered context does not end a JSON array", path="renderedContext.text")
-    body = head[:-1]
-    tail = ", ".join(json.dumps(m, ensure_ascii=False) for m in extra)
-    separator = ", " if body.rstrip()[-1:] != "[" else ""
-    return f"{body}{separator}{tail}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,24 +69,8 @@ class RebuiltRequest:
 def rebuild_request(capture: Mapping[str, Any]) -> RebuiltRequest:
     """The model request as captured, with its hash checks (not yet enforced: see ``require_exact``)."""
     require_replayable(capture)
-    config = capture.get("agentConfiguration") or {}
     rendered = RenderedContext.from_json(capture["renderedContext"])
-    if rendered.format != CHAT_MESSAGES_FORMAT:
-        raise CaptureNotReplayable(
-            f"rendered context format {rendered.format!r} is not {CHAT_MESSAGES_FORMAT!r}; "
-            "no client here can send it verbatim"
-        )
-    schema = config.get("toolSchemaJson")
-    request = ChatRequest(
-        model=str(config.get("modelIdentifier") or ""),
-        messages_text=rendered.text,
-        tools=tools_from_schema(schema),
-        sampling=dict(config.get("samplingParameters") or {}),
-        endpoint=config.get("modelProviderEndpoint"),
-    )
-    if not request.model:
-        raise ContractError("no model identifier", path="agentConfiguration.modelIdentifier")
-    request.messages()  # the verbatim text must at least be a JSON array
+    request = request_from_capture(capture.get("agentConfiguration") or {}, rendered)
     return RebuiltRequest(request=request, rendered=rendered, checks=check_request(capture, request))
 
 
@@ -171,27 +104,6 @@ def check_request(capture: Mapping[str, Any], request: ChatRequest) -> tuple[Has
             )
         )
     return tuple(checks)
-
-
-def tools_from_schema(schema: Any) -> Any:
-    """The ``tools`` value of the request: ``schema["tools"]`` for ``{"tools": [...]}``, or the list."""
-    if schema is None:
-        return None
-    if isinstance(schema, list):
-        return schema
-    if isinstance(schema, dict) and isinstance(schema.get("tools"), list):
-        return schema["tools"]
-    raise ContractError(
-        'tool schema is neither a list of tools nor {"tools": [...]}',
-        path="agentConfiguration.toolSchemaJson",
-    )
-
-
-def schema_for_tools(schema: Any, tools: Any) -> Any:
-    """The schema document that ``tools`` came from, shaped like the captured one (for hashing)."""
-    if isinstance(schema, dict):
-        return {**schema, "tools": tools}
-    return tools
 
 
 def require_replayable(capture: Mapping[str, Any]) -> None:

@@ -11,7 +11,6 @@ has logged the operator's reason (``consumers.access``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -159,11 +158,6 @@ def externals_of(capture: Mapping[str, Any]) -> dict[str, Any]:
     """``key -> capturedValue`` of the capture's observable externals."""
     externals = (capture.get("externalState") or {}).get("observableExternals") or ()
     return {str(e["key"]): e.get("capturedValue") for e in externals}
-
-
-def tool_message_content(output: Any) -> str:
-    """The ``content`` of the role-"tool" message carrying ``output`` back to the model."""
-    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
 def _input_hash(recorded: Mapping[str, Any]) -> str:

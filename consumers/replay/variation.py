@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from consumers.replay.request import ChatRequest, tools_from_schema
 from producers.context import MEMORY_SEPARATOR, ContextSpan, RenderedContext
+from producers.wire.openai_chat import ChatRequest, tools_from_schema
 from schemas.errors import ContractError
 
 VARIABLES = ("system_prompt", "model", "memory", "tool_schema", "sampling", "external_state")

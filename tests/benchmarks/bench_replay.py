@@ -50,8 +50,8 @@ from consumers.replay import (
     rebuild_request,
     regress,
 )
-from consumers.replay.sandbox import tool_message_content
 from producers.evidence import TrustStore, seal
+from producers.wire.openai_chat import tool_message_content
 
 
 def build_captures(n: int) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from consumers.replay.sandbox import tool_message_content
 from producers.context import render_chat_context
+from producers.wire.openai_chat import tool_message_content
 
 PROMPT_VERSION = re.compile(r"Policy version (v\d+\.\d+)")
 WORKING_SET_LIMIT = 8 * 1024

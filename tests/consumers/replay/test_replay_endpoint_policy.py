@@ -21,7 +21,7 @@ from replay_servers import ModelServer
 from typer.testing import CliRunner
 
 from consumers.cli import app
-from consumers.replay import CallableModelClient, ChatRequest, OpenAICompatibleClient, Replayer
+from consumers.replay import CallableModelClient, OpenAICompatibleClient, Replayer
 from consumers.replay.endpoints import (
     EndpointNotAllowed,
     EndpointPolicy,
@@ -33,6 +33,7 @@ from consumers.replay.endpoints import (
 )
 from producers.evidence import Signer, TrustStore, seal
 from producers.settings import load_settings
+from producers.wire.openai_chat import ChatRequest
 from schemas.errors import ContractError
 
 BLACKBOX = [sys.executable, "-c", "from consumers.cli import main; main()"]

@@ -11,15 +11,14 @@ import pytest
 from replay_servers import GOLDEN, ModelServer
 
 from consumers.replay import (
-    ChatRequest,
     ModelNotFound,
     OpenAICompatibleClient,
     Replayer,
     UnverifiedCapture,
     rebuild_request,
 )
-from consumers.replay.request import append_messages
 from producers.settings import load_settings
+from producers.wire.openai_chat import ChatRequest, append_messages
 from schemas.errors import ContentHashMismatch, ContractError, ModelClientError
 
 

@@ -1,0 +1,10 @@
+"""The wire room: what blackbox knows about model providers' wire formats, one module per format.
+
+Pure format knowledge — request bodies, response shapes, finish reasons, tool calls — shared by
+the capture adapters (``producers/integrations/``) and by replay (``consumers/replay/``), so both
+read and write a provider's messages the same way. No HTTP client, no settings, nothing beyond
+the SDK's own dependencies: the client that sends these bodies lives with replay.
+
+- :mod:`producers.wire.openai_chat` — OpenAI Chat Completions (also spoken by vLLM, llama.cpp,
+  Ollama and most hosted APIs).
+"""
