@@ -36,6 +36,7 @@ from schemas.errors import TransportError
 __all__ = [
     "SPOOL_RECORD_SCHEMA",
     "SpoolCheckpoint",
+    "SpoolFileCorrupt",
     "SpoolPosition",
     "SpoolRecord",
     "SpoolWriter",
@@ -62,6 +63,14 @@ _SUFFIX = ".avro"
 _PART_PREFIX = ".tmp-"
 _PART_SUFFIX = ".avro.part"
 CONSUMED_DIR = "consumed"
+
+
+class SpoolFileCorrupt(TransportError):
+    """A published spool file is not a readable spool file (truncated, foreign, damaged).
+
+    Raised by :func:`read_spool_file` once every record before the damage has been yielded. Unlike
+    an unreadable *directory* (plain :class:`TransportError`), reading again will not help.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +110,11 @@ def spool_files(directory: str | os.PathLike[str]) -> list[str]:
 
 
 def read_spool_file(path: str | os.PathLike[str], *, start: int = 0) -> Iterator[SpoolRecord]:
-    """Records of one published spool file from record ``start`` on."""
+    """Records of one published spool file from record ``start`` on.
+
+    Raises :class:`SpoolFileCorrupt` where the file stops being a valid spool file (any decoding
+    error of fastavro's: they come in many types), :class:`TransportError` when it cannot be read.
+    """
     name = os.path.basename(path)
     try:
         with open(path, "rb") as fh:
@@ -114,8 +127,9 @@ def read_spool_file(path: str | os.PathLike[str], *, start: int = 0) -> Iterator
                 )
     except OSError as exc:
         raise TransportError(f"cannot read spool file {path}: {exc}") from exc
-    except (ValueError, EOFError, StopIteration) as exc:  # fastavro's corrupt-file errors
-        raise TransportError(f"corrupt spool file {path}: {exc}") from exc
+    except Exception as exc:  # fastavro's corrupt-file errors: ValueError, EOFError, KeyError, ...
+        detail = " ".join(str(exc).split())[:300]  # fastavro may quote whole schemas
+        raise SpoolFileCorrupt(f"corrupt spool file {path}: {type(exc).__name__}: {detail}") from exc
 
 
 def read_spool(

@@ -333,7 +333,10 @@ def decision_rows(
     if retention_days is None:
         retention_days = policy.get("retentionDays") or (365 if flagged else 30)
     if expires_at is None:
-        expires_at = captured_at + timedelta(days=int(retention_days))
+        try:
+            expires_at = captured_at + timedelta(days=int(retention_days))
+        except OverflowError:  # past year 9999; ingest passes the retention policy's clamped expiry
+            expires_at = datetime.max.replace(tzinfo=UTC)
 
     decision = {
         **common,

@@ -55,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     except BlackboxError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(asdict(stats)))
+    summary = asdict(stats)
+    dead_files = getattr(service.source, "dead_files", None)  # unreadable spool files moved aside
+    if dead_files is not None:
+        summary["dead_lettered_files"] = dead_files
+    print(json.dumps(summary))
     return 0
 
 

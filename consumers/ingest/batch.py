@@ -12,9 +12,14 @@ worker processes; the rest here, in the consumer's process):
    its bytes go to a quarantine segment and a ``quarantine`` row names the reason and the part. It
    never reaches ``decisions``, so nothing treats it as trusted. Flag events are verified the same
    way (their inline signature; :mod:`consumers.ingest.flags`); a bad or missing one quarantines the flag.
+   A key bound to agents that signed for another agent fails here too (``KeyNotAuthorizedForAgent``),
+   and a flag naming a decision of another agent than its own ``agentId`` is quarantined
+   (``flag AgentMismatch``): a key may only speak for its own agents' decisions.
 4. **dedup** against the index (one query per batch) and within the batch: the same decision id
    with the same ``content_sha256`` (sha256 of the capture's Avro bytes) is skipped - redelivery is
    idempotent; with *different* bytes it is quarantined as ``ConflictingDuplicate`` and reported.
+   Only verified captures take part (indexed rows and this batch's verified captures): a quarantined
+   forgery that came first never makes the genuine capture a conflict.
 5. **route** by retention class (:mod:`consumers.ingest.classify`), applying flags that arrived
    earlier or in the same batch, and **write segments**: one PUT per class per batch.
 6. **dead letters** are flushed to the DLQ.
@@ -45,9 +50,18 @@ from producers.evidence import TrustStore
 from schemas.codec import decode
 from schemas.errors import BlobNotFound, ContentHashMismatch, DecodeError, VerificationError
 
+from .admission import IntegerRanges, integer_ranges, unexpected_reason
 from .dlq import DeadLetter, DeadLetterSink, DlqLimit, DlqLimitState
 from .flags import pending_reasons, upgrade_indexed, verify_flag
-from .prepare import PrepareContext, Prepared, PreparePool, frame_compressor, manifest_json, prepare_capture
+from .prepare import (
+    PrepareContext,
+    Prepared,
+    PreparePool,
+    frame_compressor,
+    manifest_json,
+    prepare_capture,
+    quarantine_reason,
+)
 from .segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
 from .source import SourceMessage
 
@@ -57,6 +71,7 @@ logger = logging.getLogger(__name__)
 
 QUARANTINE_CLASS = "quarantine"
 CONFLICT_REASON = "ConflictingDuplicate"
+AGENT_MISMATCH_REASON = "flag AgentMismatch"
 
 
 def utc_now() -> datetime:
@@ -148,6 +163,7 @@ class BatchProcessor:
         self._trust_keys: tuple[Any, ...] = ()
         self._trust_version = ""
         self._trust_seen: TrustStore | None = None
+        self._ranges: IntegerRanges | None = None
 
     def close(self) -> None:
         """Stop the worker processes, if any."""
@@ -158,7 +174,11 @@ class BatchProcessor:
             self._trust_seen = self.trust
             self._trust_keys = tuple(self.trust)
             self._trust_version = uuid.uuid4().hex
-        return PrepareContext(self._trust_keys, self._trust_version, now, self.policy, self.level)
+        if self._ranges is None:  # read once: admission checks row values against the index columns
+            self._ranges = integer_ranges(self.index)
+        return PrepareContext(
+            self._trust_keys, self._trust_version, now, self.policy, self.level, integer_ranges=self._ranges
+        )
 
     # --- the whole batch ----------------------------------------------------------------------------
     def process(
@@ -175,8 +195,9 @@ class BatchProcessor:
             self._admit(message, p, work, ctx)
         run = self._dlq.check(work.invalid)  # raises DlqLimitExceeded before anything is written
 
-        flag_values = self._verified_flags(work, now)
-        existing = self._existing(work, flag_values)
+        verified_flags = self._verified_flags(work, now)
+        existing = self._existing(work, [value for _, value in verified_flags])
+        flag_values = self._flags_of_their_agents(work, verified_flags, existing)
         accepted = self._dedup(work, existing)
         self._apply_pending_flags(accepted, flag_values)
         quarantine = self._new_quarantine(work.quarantine)
@@ -253,34 +274,74 @@ class BatchProcessor:
             work.quarantine.append(item)
         return None
 
-    def _verified_flags(self, work: _Work, now: datetime) -> list[dict[str, Any]]:
-        """Flag values whose signature verifies; the others are quarantined with their bytes."""
-        good: list[dict[str, Any]] = []
+    def _verified_flags(self, work: _Work, now: datetime) -> list[tuple[SourceMessage, dict[str, Any]]]:
+        """Flags whose signature verifies; the others are quarantined with their bytes."""
+        good: list[tuple[SourceMessage, dict[str, Any]]] = []
         for message, value in work.flags:
             try:
                 verify_flag(value, self.trust, now=now, require_signed=self.require_signed_flags)
             except VerificationError as exc:
-                item = _Item(
-                    message,
-                    str(value.get("decisionId") or ""),
-                    str(value.get("agentId") or ""),
-                    self._compress(message.value),
-                    "sha256:" + hashlib.sha256(message.value).hexdigest(),
-                    reason=f"flag {type(exc).__name__}",
-                    part=exc.part,
-                )
-                logger.warning("quarantine flag for %s (%s): %s", item.decision_id, item.source, exc)
-                work.quarantine.append(item)
+                self._quarantine_flag(work, message, value, f"flag {quarantine_reason(exc)}", exc.part, exc)
+                continue
+            except Exception as exc:  # one odd flag must not stop the batch
+                logger.exception("unexpected error verifying a flag (%s)", source_of(message))
+                self._quarantine_flag(work, message, value, f"flag {unexpected_reason(exc)}", "", exc)
+                continue
+            good.append((message, value))
+        return good
+
+    def _flags_of_their_agents(
+        self,
+        work: _Work,
+        flags: Sequence[tuple[SourceMessage, dict[str, Any]]],
+        existing: Mapping[str, Mapping[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """The flags whose ``agentId`` is the agent of the decision they name, where it is known (indexed,
+        or verified in this batch); the others are quarantined. A flag for a decision not seen yet waits
+        in ``flags`` and applies only to a capture of its agent (:func:`pending_reasons`)."""
+        agents = {did: str(row.get("agent_id") or "") for did, row in existing.items()}
+        for item in work.captures:
+            agents.setdefault(item.decision_id, item.agent_id)
+        good: list[dict[str, Any]] = []
+        for message, value in flags:
+            did, agent = str(value["decisionId"]), str(value.get("agentId") or "")
+            owner = agents.get(did)
+            if owner is not None and owner != agent:
+                detail = f"the flag is for agent {agent!r}, decision {did} belongs to agent {owner!r}"
+                self._quarantine_flag(work, message, value, AGENT_MISMATCH_REASON, "agentId", detail)
                 continue
             good.append(value)
         return good
+
+    def _quarantine_flag(
+        self,
+        work: _Work,
+        message: SourceMessage,
+        value: Mapping[str, Any],
+        reason: str,
+        part: str,
+        detail: object,
+    ) -> None:
+        item = _Item(
+            message,
+            str(value.get("decisionId") or ""),
+            str(value.get("agentId") or ""),
+            self._compress(message.value),
+            "sha256:" + hashlib.sha256(message.value).hexdigest(),
+            reason=reason,
+            part=part,
+        )
+        logger.warning("quarantine flag for %s (%s): %s", item.decision_id, item.source, detail)
+        work.quarantine.append(item)
 
     # --- 4: dedup ----------------------------------------------------------------------------------------
     def _existing(self, work: _Work, flags: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         ids = [item.decision_id for item in work.captures] + [str(f["decisionId"]) for f in flags]
         if not ids:
             return {}
-        return self.index.latest_decisions(ids, columns=("decision_id", "content_sha256", "consequential"))
+        return self.index.latest_decisions(
+            ids, columns=("decision_id", "agent_id", "content_sha256", "consequential")
+        )
 
     def _dedup(self, work: _Work, existing: Mapping[str, Mapping[str, Any]]) -> list[_Item]:
         accepted: list[_Item] = []
@@ -330,7 +391,7 @@ class BatchProcessor:
         """A flag that arrived before (or with) its capture makes the capture consequential at insert."""
         if not accepted:
             return
-        reasons = pending_reasons(self.index, [item.decision_id for item in accepted], flags)
+        reasons = pending_reasons(self.index, {item.decision_id: item.agent_id for item in accepted}, flags)
         for item in accepted:
             if item.decision_id in reasons:
                 item.flag_reason = reasons[item.decision_id]

@@ -50,6 +50,7 @@ class KafkaSource:
         self._ever_assigned = False
         self._paused = False
         self._stash: list[SourceMessage] = []
+        self._committed: dict[int, int] = {}  # per owned partition, the last offset committed (for lag)
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -88,12 +89,14 @@ class KafkaSource:
         self._assigned.difference_update(tp.partition for tp in partitions)
         gone = {tp.partition for tp in partitions}
         self._stash = [m for m in self._stash if m.partition not in gone]
+        self._forget_committed(gone)
         logger.info("revoked %s; now %s", sorted(tp.partition for tp in partitions), sorted(self._assigned))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned.difference_update(tp.partition for tp in partitions)
         gone = {tp.partition for tp in partitions}
         self._stash = [m for m in self._stash if m.partition not in gone]
+        self._forget_committed(gone)
         logger.warning(
             "lost %s (session expired); now %s",
             sorted(tp.partition for tp in partitions),
@@ -157,6 +160,7 @@ class KafkaSource:
             failed = [tp for tp in result or [] if tp.error is not None]
             if failed:
                 raise TransportError(f"commit to {self.topic} failed for {failed}")
+            self._committed.update((int(p), o) for p, o in owned.items())
             return len(owned) == len(offsets)
 
     def caught_up(self) -> bool:
@@ -219,6 +223,33 @@ class KafkaSource:
                 self._consumer.seek(TopicPartition(self.topic, int(p), o))
             except KafkaException as exc:  # the fetch position stays past unprocessed messages: stop
                 raise TransportError(f"cannot seek {self.topic}:{p} back to {o}: {exc}") from exc
+
+    def lag(self) -> dict[Partition, int]:
+        """Per owned partition: high watermark (as of the last fetch, no broker round trip) - committed offset.
+
+        A partition this member has not committed yet asks the group coordinator once; one the group never
+        committed counts from the low watermark. Partitions whose watermarks are not known yet are left out.
+        """
+        owned = sorted(self._assigned)
+        unknown = [TopicPartition(self.topic, p) for p in owned if p not in self._committed]
+        out: dict[Partition, int] = {}
+        try:
+            if unknown:
+                for tp in self._consumer.committed(unknown, timeout=5):
+                    self._committed[tp.partition] = tp.offset  # OFFSET_INVALID: nothing committed yet
+            for p in owned:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), cached=True)
+                base = self._committed.get(p, OFFSET_INVALID)
+                base = base if base >= 0 else low
+                if high >= 0 and base >= 0:
+                    out[p] = max(0, high - base)
+        except KafkaException as exc:
+            logger.debug("lag not available: %s", exc)
+        return out
+
+    def _forget_committed(self, partitions: Iterable[int]) -> None:
+        for p in partitions:
+            self._committed.pop(p, None)
 
     def close(self) -> None:
         try:

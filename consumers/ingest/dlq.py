@@ -5,8 +5,11 @@ unknown schema fingerprint, a claim check whose body is missing or does not matc
 original bytes and key are kept; headers say ``reason`` (a short code), ``detail`` (the error text),
 and ``original_topic`` / ``original_partition`` / ``original_offset``. The partition keeps moving.
 
-Captures that decode but fail verification are *not* dead letters: they are quarantined (kept in a
-quarantine segment and the ``quarantine`` table) by :mod:`consumers.ingest.batch`.
+Captures that decode but fail verification or a later check (:mod:`consumers.ingest.admission`, or
+an unexpected error while preparing them) are *not* dead letters: they are quarantined (kept in a
+quarantine segment and the ``quarantine`` table) by :mod:`consumers.ingest.batch`. In embedded mode a
+spool *file* that cannot be read at all is moved aside into the spool's ``dead-letter/`` directory by
+:mod:`consumers.ingest.spool_source`; its records never become messages.
 
 :class:`DlqLimit` stops the consumer instead of dead-lettering everything when something is clearly
 misconfigured (wrong schemas deployed, the wrong topic): see its docstring for the rule.
@@ -34,6 +37,7 @@ DLQ_REASONS = (
     "claim_check_missing",  # the claim check names a blob that does not exist
     "claim_check_mismatch",  # the claim check's blob has another size or sha256
     "claim_check_undecodable",  # the claim check's blob is not a capture
+    "unexpected_error",  # an error no rule anticipated (the detail names it); the batch goes on
 )
 
 

@@ -4,16 +4,16 @@ A flag may arrive before its capture, with it, or long after (DESIGN decision 5)
 becomes a ``flags`` row (the ``decisions_current`` view folds failure flags into ``failed_any``), and:
 
 - its capture not indexed yet: the row waits in ``flags``; the capture is made consequential when it
-  is indexed (:func:`pending_reasons`, one query per batch);
+  is indexed, if the flag's ``agentId`` is the capture's (:func:`pending_reasons`, one query per batch);
 - its capture already indexed: a new ``decisions`` version with ``consequential`` and retention class
   ``consequential`` (:func:`upgrade_indexed`), so compaction keeps its content for ``retentionDays``.
 
 The ``failed`` column keeps meaning "the capture's own outcome"; failure flags are read through
 ``failed_any`` rather than rewriting it.
 
-A flag carries an inline signature (schema ``flag/v1``) over the RFC 8785 bytes of the event without
-it, with the DSSE payload type ``FLAG_PAYLOAD_TYPE``. Unsigned flags are refused by default: a forged
-failure flag would change trend results and extend retention.
+A flag carries an inline signature (schema ``flag/v1``), checked by
+:func:`producers.evidence.verify_flag`. Unsigned flags are refused by default: a forged failure flag
+would change trend results and extend retention.
 """
 
 from __future__ import annotations
@@ -23,45 +23,38 @@ from datetime import datetime
 from typing import Any
 
 from consumers.index import Index, state_version
-from producers.evidence import FLAG_PAYLOAD_TYPE, TrustStore, canonical_json, verify_event
-from producers.evidence.dsse import b64decode, make_envelope
-from schemas.errors import ContractError, SignatureInvalid
+from producers.evidence import TrustStore
+from producers.evidence import verify_flag as verify_signed_flag
 
 
 def verify_flag(
     value: Mapping[str, Any], trust: TrustStore, *, now: datetime, require_signed: bool = True
 ) -> None:
     """Raise a VerificationError unless a trusted key signed ``value`` (or it is unsigned and allowed)."""
-    signature = value.get("signature")
-    if signature is None:
-        if require_signed:
-            raise SignatureInvalid("the flag event is not signed", part="signature")
+    if value.get("signature") is None and not require_signed:
         return
-    unsigned = {k: v for k, v in value.items() if k != "signature"}
-    encoded = str(signature.get("signatureBytes") or "")
-    try:
-        raw = b64decode(encoded.removeprefix("base64:"))
-        payload = canonical_json(unsigned, path="flag")
-    except (ValueError, ContractError) as exc:
-        raise SignatureInvalid(f"malformed flag signature: {exc}", part="signature") from exc
-    envelope = make_envelope(payload, FLAG_PAYLOAD_TYPE, raw, str(signature.get("publicKeyRef") or ""))
-    verify_event(envelope, trust, at=now)
+    verify_signed_flag(value, trust, at=now)
 
 
 def pending_reasons(
-    index: Index, decision_ids: Sequence[str], batch_flags: Iterable[Mapping[str, Any]]
+    index: Index, agents: Mapping[str, str], batch_flags: Iterable[Mapping[str, Any]]
 ) -> dict[str, str]:
-    """``{decision id: reason}`` for the ids flagged earlier (``flags`` table) or in this batch."""
+    """``{decision id: reason}`` for the ids of ``agents`` (``{decision id: agent id}``) flagged
+    earlier (``flags`` table) or in this batch by a flag of the same agent: a flag signed for one
+    agent never upgrades another agent's decision that arrives later under the same id."""
     reasons: dict[str, str] = {}
-    if decision_ids:
+    if agents:
         for row in index.query(
-            "SELECT decision_id, any(reason) AS reason FROM flags WHERE decision_id IN {ids:Array(String)} "
-            "GROUP BY decision_id",
-            {"ids": list(decision_ids)},
+            "SELECT decision_id, agent_id, any(reason) AS reason FROM flags "
+            "WHERE decision_id IN {ids:Array(String)} GROUP BY decision_id, agent_id",
+            {"ids": list(agents)},
         ):
-            reasons[row["decision_id"]] = row["reason"]
+            if agents.get(row["decision_id"]) == row["agent_id"]:
+                reasons.setdefault(row["decision_id"], row["reason"])
     for flag in batch_flags:
-        reasons.setdefault(str(flag["decisionId"]), str(flag.get("reason") or ""))
+        did = str(flag["decisionId"])
+        if did in agents and agents[did] == str(flag.get("agentId") or ""):
+            reasons.setdefault(did, str(flag.get("reason") or ""))
     return reasons
 
 

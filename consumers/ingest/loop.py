@@ -27,7 +27,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 from schemas.errors import BlobStoreError, IndexError_, TransportError
 
@@ -105,6 +105,39 @@ class LoopStats:
         self.conflict_ids.extend(result.conflicts)
 
 
+class LoopObserver(Protocol):
+    """What the loop reports as it goes: metrics and health (:mod:`consumers.observability.ingest`).
+
+    Called on the loop's thread; an observer must not raise.
+    """
+
+    def polled(self, messages: int) -> None:
+        """The source was polled and returned ``messages`` messages."""
+
+    def batch_done(self, result: BatchResult, *, seconds: float) -> None:
+        """A batch is durable and its commit was attempted, ``seconds`` after it arrived."""
+
+    def batch_failed(self, error: BaseException) -> None:
+        """An attempt at a batch failed with a retriable error; it is retried in place."""
+
+    def committed(self, error: BaseException | None) -> None:
+        """A commit succeeded (``None``) or failed with ``error`` (kept and retried)."""
+
+
+class _Unobserved:
+    def polled(self, messages: int) -> None:
+        pass
+
+    def batch_done(self, result: BatchResult, *, seconds: float) -> None:
+        pass
+
+    def batch_failed(self, error: BaseException) -> None:
+        pass
+
+    def committed(self, error: BaseException | None) -> None:
+        pass
+
+
 class IngestLoop:
     """Drives a :class:`Source` through a :class:`BatchProcessor` (see the module docstring)."""
 
@@ -116,12 +149,14 @@ class IngestLoop:
         config: LoopConfig | None = None,
         hook: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        observer: LoopObserver | None = None,
     ) -> None:
         self.source = source
         self.processor = processor
         self.config = config or LoopConfig()
         self._hook = hook or (lambda point: None)
         self._clock = clock
+        self._observer: LoopObserver = observer or _Unobserved()
         self._stop = False
         self._pending: dict[Partition, int] = {}
         self.stats = LoopStats()
@@ -138,6 +173,7 @@ class IngestLoop:
             if max_batches is not None and self.stats.batches >= max_batches:
                 break
             batch = self.source.consume(cfg.batch_size, cfg.max_wait)
+            self._observer.polled(len(batch))
             if not batch:
                 if drain:
                     now = self._clock()
@@ -159,6 +195,7 @@ class IngestLoop:
 
     def run_batch(self, batch: Sequence[SourceMessage]) -> bool:
         """Process and commit one batch; False when it was abandoned (partitions moved away)."""
+        started = self._clock()
         result = self._process_with_retry(batch)
         if result is None:
             self.stats.abandoned_batches += 1
@@ -166,6 +203,7 @@ class IngestLoop:
         self.stats.add(result)
         self._hook("after_index")
         self._commit(next_offsets(batch))
+        self._observer.batch_done(result, seconds=self._clock() - started)
         self._hook("after_commit")
         return True
 
@@ -184,7 +222,9 @@ class IngestLoop:
         except TransportError as exc:
             logger.warning("commit failed (%s); will retry with the next batch", exc)
             self._pending = merged
+            self._observer.committed(exc)
             return False
+        self._observer.committed(None)
         self._pending = {}  # committed, or refused because the partitions moved: their new owner decides
         return True
 
@@ -197,6 +237,7 @@ class IngestLoop:
                     return self.processor.process(batch, hook=self._hook)
                 except RETRIABLE as exc:
                     self.stats.retries += 1
+                    self._observer.batch_failed(exc)
                     if self._stop:
                         raise
                     logger.warning(

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import zstandard
@@ -31,9 +31,17 @@ from consumers.retention.policy import RetentionPolicy
 from producers.evidence import TrustedKey, TrustStore, verify_capture
 from producers.evidence.manifest import manifest_view
 from schemas.codec import decode
-from schemas.errors import ContractError, DecodeError, UnknownFingerprint, VerificationError
+from schemas.errors import (
+    ContractError,
+    DecodeError,
+    KeyNotAuthorizedForAgent,
+    UnknownFingerprint,
+    VerificationError,
+)
 
+from .admission import CLOCK_SKEW, IntegerRanges, captured_at_problem, unexpected_reason, value_problem
 from .classify import classify
+from .lifeline import Lifeline, watch_parent
 from .segments import DEFAULT_LEVEL
 
 logger = logging.getLogger(__name__)
@@ -78,6 +86,8 @@ class PrepareContext:
     now: datetime
     policy: RetentionPolicy
     level: int = DEFAULT_LEVEL
+    integer_ranges: IntegerRanges | None = None  # what the index's integer columns hold (admission)
+    clock_skew: timedelta = CLOCK_SKEW
 
 
 _trust_cache: dict[str, TrustStore] = {}
@@ -107,7 +117,19 @@ def frame_compressor(level: int) -> zstandard.ZstdCompressor:
 
 
 def prepare(data: bytes, ctx: PrepareContext, *, source: str = "") -> Prepared:
-    """Decode, verify and pre-compute one message (see :class:`Prepared` for the outcomes)."""
+    """Decode, verify and pre-compute one message (see :class:`Prepared` for the outcomes).
+
+    Never raises for the message's sake: an error no rule anticipated dead-letters the message
+    (``unexpected_error``) instead of failing the batch it arrived in.
+    """
+    try:
+        return _prepare(data, ctx, source=source)
+    except Exception as exc:
+        logger.exception("unexpected error preparing %s", source or "a message")
+        return Prepared("dead", reason="unexpected_error", detail=unexpected_reason(exc))
+
+
+def _prepare(data: bytes, ctx: PrepareContext, *, source: str = "") -> Prepared:
     try:
         decoded = decode(data)
     except UnknownFingerprint as exc:
@@ -125,7 +147,30 @@ def prepare(data: bytes, ctx: PrepareContext, *, source: str = "") -> Prepared:
 def prepare_capture(
     data: bytes, capture: dict[str, Any], ctx: PrepareContext, *, source: str = ""
 ) -> Prepared:
-    """The capture half of :func:`prepare`, for bytes already decoded (also used for claim-check bodies)."""
+    """The capture half of :func:`prepare`, for bytes already decoded (also used for claim-check bodies).
+
+    A capture that fails a check is quarantined with the reason (:mod:`consumers.ingest.admission`
+    for the checks after verification); one that raises an error no rule anticipated is quarantined
+    as ``unexpected error: <type>: <message>``, so it never stops the batch.
+    """
+    try:
+        return _prepare_capture(data, capture, ctx, source=source)
+    except Exception as exc:
+        logger.exception("unexpected error preparing capture %s (%s)", capture.get("decisionId"), source)
+        reason = unexpected_reason(exc)
+        return Prepared(
+            "capture",
+            decision_id=str(capture.get("decisionId") or ""),
+            agent_id=str(capture.get("agentId") or ""),
+            sha="sha256:" + hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            frame=frame_compressor(ctx.level).compress(data),
+            reason=reason,
+            detail=reason,
+        )
+
+
+def _prepare_capture(data: bytes, capture: dict[str, Any], ctx: PrepareContext, *, source: str) -> Prepared:
     decision_id = str(capture.get("decisionId") or "")
     agent_id = str(capture.get("agentId") or "")
     sha = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -140,7 +185,7 @@ def prepare_capture(
     try:
         report = verify_capture(capture, _trust(ctx), at=ctx.now)
     except VerificationError as exc:
-        return Prepared("capture", reason=type(exc).__name__, part=exc.part, detail=str(exc), **common)
+        return Prepared("capture", reason=quarantine_reason(exc), part=exc.part, detail=str(exc), **common)
     except ContractError as exc:  # not even shaped like evidence
         return Prepared("capture", reason="ContractError", part=exc.path, detail=str(exc), **common)
     try:
@@ -159,7 +204,30 @@ def prepare_capture(
         )
     except ContractError as exc:  # verified, yet not indexable (e.g. a malformed capturedAt)
         return Prepared("capture", reason="ContractError", part=exc.path, detail=str(exc), **common)
+    problem = _admission_problem(rows, ctx)
+    if problem is not None:
+        reason, part = problem
+        return Prepared("capture", reason=reason, part=part, detail=reason, **common)
     return Prepared("capture", rows=rows, key_id=report.key_id, **common)
+
+
+def _admission_problem(rows: CaptureRows, ctx: PrepareContext) -> tuple[str, str] | None:
+    """``(reason, part)`` when a verified capture may not be indexed (see :mod:`.admission`)."""
+    captured_at = rows.decision["captured_at"]
+    reason = captured_at_problem(captured_at, ctx.now, skew=ctx.clock_skew)
+    if reason is not None:
+        return reason, "capturedAt"
+    if ctx.integer_ranges is not None:
+        return value_problem(rows, ctx.integer_ranges)
+    return None
+
+
+def quarantine_reason(exc: VerificationError) -> str:
+    """The ``quarantine.reason`` of a verification failure: the error's class name, and for a key
+    signing outside its agents also the key and the agent (the table has no other place for them)."""
+    if isinstance(exc, KeyNotAuthorizedForAgent):
+        return f"{type(exc).__name__}: key {exc.key_id} may not sign for agent {exc.agent_id}"
+    return type(exc).__name__
 
 
 def manifest_json(capture: Any) -> str:
@@ -181,9 +249,15 @@ class PreparePool:
             raise ValueError("workers must be >= 0")
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._lifeline: Lifeline | None = None
         if workers:
+            ctx = multiprocessing.get_context("spawn")
+            self._lifeline = Lifeline(ctx)  # workers exit when this process dies, even by SIGKILL
             self._pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+                max_workers=workers,
+                mp_context=ctx,
+                initializer=watch_parent,
+                initargs=(self._lifeline.child_end,),
             )
 
     def run(self, items: Sequence[tuple[bytes, str]], ctx: PrepareContext) -> list[Prepared]:
@@ -202,3 +276,6 @@ class PreparePool:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._lifeline is not None:
+            self._lifeline.close()
+            self._lifeline = None

@@ -2,7 +2,8 @@
 
 ``transport = "kafka"`` consumes the topic as group ``consumer_group`` and dead-letters to
 ``dlq_topic``; ``transport = "spool"`` (embedded) reads the local spool, keeps its checkpoint in
-``<data_dir>/ingest/spool-checkpoint.json`` and writes dead letters under ``<data_dir>/dlq``. The
+``<data_dir>/ingest/spool-checkpoint.json``, writes dead letters under ``<data_dir>/dlq`` and moves
+unreadable spool files to ``<spool>/dead-letter/``. The
 trust store file is re-read before a batch whenever it changed, so adding a key needs no restart.
 
 ``BLACKBOX_FAULT`` (crash tests only) is read here, once, when the service is built.
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from consumers.index import Index, open_index
+from consumers.observability.health import Health
+from consumers.observability.ingest import IngestTelemetry
 from consumers.retention.policy import RetentionPolicy, policy_for_settings
 from producers.blobstore import BlobStore, open_blob_store
 from producers.evidence import TrustStore
@@ -81,6 +84,8 @@ class IngestService:
     store: BlobStore
     dead_letters: DeadLetterSink
     owns_index: bool = True
+    telemetry: IngestTelemetry | None = None
+    """Metrics and health of the loop (served by ``blackbox consume --metrics-listen``)."""
 
     def run(self, *, drain: bool = False, max_batches: int | None = None) -> LoopStats:
         return self.loop.run(drain=drain, max_batches=max_batches)
@@ -124,11 +129,13 @@ def build_service(
     policy: RetentionPolicy | None = None,
     loop_config: LoopConfig | None = None,
     workers: int = 0,
+    telemetry: IngestTelemetry | None = None,
 ) -> IngestService:
     """An :class:`IngestService` from ``settings``; explicit arguments win (tests, benchmarks).
 
     ``workers`` > 0 decodes and verifies in that many worker processes (see
-    :mod:`consumers.ingest.prepare`); 0 does it inline.
+    :mod:`consumers.ingest.prepare`); 0 does it inline. ``telemetry`` defaults to one feeding the
+    process's ingest metrics, with a health check that goes stale after ``max(30, 10 x max_wait)`` s.
     """
     if fault is None:
         fault = os.environ.get(FAULT_ENV) or None
@@ -153,6 +160,7 @@ def build_service(
                 directory=settings.resolved_spool_dir,
                 checkpoint=settings.data_dir / "ingest" / "spool-checkpoint.json",
                 topic=settings.topic,
+                max_dead_files=(dlq_limit or DlqLimit()).max_consecutive_invalid,
             )
         processor = BatchProcessor(
             store=store,
@@ -168,5 +176,9 @@ def build_service(
             index.close()
         raise
     config = loop_config or LoopConfig(batch_size=batch_size, max_wait=max_wait)
-    loop = IngestLoop(source=source, processor=processor, config=config, hook=hook)
-    return IngestService(loop, source, processor, index, store, dead_letters, owns_index)
+    if telemetry is None:
+        telemetry = IngestTelemetry(
+            health=Health(stale_after=max(30.0, 10 * config.max_wait)), lag=source.lag
+        )
+    loop = IngestLoop(source=source, processor=processor, config=config, hook=hook, observer=telemetry)
+    return IngestService(loop, source, processor, index, store, dead_letters, owns_index, telemetry=telemetry)

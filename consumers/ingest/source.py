@@ -76,4 +76,8 @@ class Source(Protocol):
     def rewind(self, offsets: Mapping[Partition, int]) -> None:
         """Re-read from ``offsets`` on the next :meth:`consume` (an abandoned batch)."""
 
+    def lag(self) -> Mapping[Partition, int]:
+        """How far commits trail the input, per partition (metrics): Kafka messages between the committed
+        offset and the high watermark; for the spool one entry, ``"spool"``, counting pending files."""
+
     def close(self) -> None: ...

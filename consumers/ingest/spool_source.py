@@ -9,20 +9,34 @@ idempotent sinks absorb.
 
 One embedded consumer per spool: an exclusive ``flock`` on the checkpoint's lock file makes a second
 one fail fast instead of interleaving commits.
+
+**Dead-lettered files.** Only published files are read: a producer writes to a hidden temp name and
+renames it when complete (:mod:`producers.spool`), so a file still being written is never seen here.
+A published file that is not a readable spool file (truncated, damaged, a foreign ``*.avro``) would
+otherwise stop ingest on every run; instead its readable records before the damage are delivered
+as usual, and the file is moved aside to ``<spool>/dead-letter/<name>`` next to
+``<name>.reason.json`` (reason, error, records read, when) - once those records are committed, so a
+crash before the commit re-reads them. Ingest goes on with the next file. Like the DLQ limit, more
+than ``max_dead_files`` unreadable files in a row (no readable record between them) stop the
+consumer with :class:`consumers.ingest.dlq.DlqLimitExceeded` instead: that is a wrong directory or
+a broken disk, not one bad file.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 from producers.spool import (
     SpoolCheckpoint,
+    SpoolFileCorrupt,
     SpoolPosition,
     SpoolRecord,
     mark_consumed,
@@ -32,11 +46,14 @@ from producers.spool import (
 )
 from schemas.errors import TransportError
 
+from .dlq import DlqLimit, DlqLimitExceeded
 from .source import Partition, SourceMessage
 
 logger = logging.getLogger(__name__)
 
 _IDLE_STEP = 0.05
+DEAD_LETTER_DIR = "dead-letter"
+DEAD_FILE_REASON = "corrupt_spool_file"
 
 
 class SpoolSource:
@@ -50,9 +67,14 @@ class SpoolSource:
         topic: str,
         keep_consumed: bool = True,
         recover: bool = True,
+        max_dead_files: int = DlqLimit().max_consecutive_invalid,
     ) -> None:
         self.topic = topic
         self.directory = Path(directory)
+        self.dead_letter_dir = self.directory / DEAD_LETTER_DIR
+        self.dead_files = 0  # files this source moved to dead_letter_dir
+        self._max_dead_files = max_dead_files
+        self._dead_in_a_row = 0
         self._checkpoint = SpoolCheckpoint(checkpoint)
         self._keep = keep_consumed
         self._lock_fh = _lock(Path(checkpoint).with_name(Path(checkpoint).name + ".lock"))
@@ -69,6 +91,8 @@ class SpoolSource:
         self._last_index: dict[str, int] = {}  # last record index of each fully handed-out file
         self._records: Iterator[SpoolRecord] | None = None
         self._current: str | None = None
+        self._read = 0  # records of the current file read so far (its next index)
+        self._corrupt: dict[str, tuple[SpoolFileCorrupt, int]] = {}  # moved aside at their commit
 
     def _next_file(self) -> str | None:
         for name in spool_files(self.directory):
@@ -78,6 +102,7 @@ class SpoolSource:
 
     def _open(self, name: str) -> Iterator[SpoolRecord]:
         start = self._start.index if self._start is not None and self._start.file == name else 0
+        self._read = start
         return read_spool_file(self.directory / name, start=start)
 
     def _take(self, max_messages: int) -> list[SourceMessage]:
@@ -93,14 +118,63 @@ class SpoolSource:
             except StopIteration:
                 self._finish_current()
                 continue
-            except TransportError:
+            except TransportError as exc:
                 if not (self.directory / (self._current or "")).exists():  # marked by someone else
                     self._finish_current()
+                    continue
+                if isinstance(exc, SpoolFileCorrupt):
+                    self._corrupt_current(exc, pending=any(m.partition == self._current for m in out))
                     continue
                 raise
             out.append(SourceMessage(self.topic, rec.file, rec.index, rec.key, rec.value))
             self._last_index[rec.file] = rec.index
+            self._read = rec.index + 1
+            self._dead_in_a_row = 0
         return out
+
+    def _corrupt_current(self, exc: SpoolFileCorrupt, *, pending: bool) -> None:
+        """The current file is damaged from record ``self._read`` on: dead-letter it (module docstring)."""
+        name, read = self._current, self._read
+        assert name is not None
+        self._dead_in_a_row += 1
+        if self._dead_in_a_row > self._max_dead_files:
+            raise DlqLimitExceeded(
+                f"{self._dead_in_a_row} spool files in a row are unreadable (limit {self._max_dead_files}); "
+                f"stopping instead of moving every file aside - is {self.directory} the spool? ({exc})"
+            )
+        self._finish_current()
+        if pending:  # its good records are in the batch being built: move it once they are committed
+            self._corrupt[name] = (exc, read)
+        else:
+            self._last_index.pop(name, None)
+            self._dead_letter(name, exc, read)
+
+    def _dead_letter(self, name: str, exc: SpoolFileCorrupt, read: int) -> None:
+        """Move ``name`` to the dead-letter directory beside its reason; idempotent, never deletes."""
+        reason = {
+            "file": name,
+            "reason": DEAD_FILE_REASON,
+            "error": str(exc),
+            "records_read": read,
+            "note": f"records 0..{read - 1} were delivered; the rest of the file could not be read"
+            if read
+            else "no record of the file could be read",
+            "dead_lettered_at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        }
+        try:
+            self.dead_letter_dir.mkdir(exist_ok=True)
+            _write_atomic(self.dead_letter_dir / f"{name}.reason.json", json.dumps(reason, indent=2))
+            os.replace(self.directory / name, self.dead_letter_dir / name)
+            _fsync_dir(self.dead_letter_dir)
+            _fsync_dir(self.directory)
+        except FileNotFoundError:  # already moved (a re-read after a crash between move and commit)
+            return
+        except OSError as exc2:
+            raise TransportError(f"cannot move unreadable spool file {name} aside: {exc2}") from exc2
+        self.dead_files += 1
+        logger.warning(
+            "dead-lettered spool file %s to %s after %d records: %s", name, self.dead_letter_dir, read, exc
+        )
 
     def _finish_current(self) -> None:
         assert self._current is not None
@@ -131,7 +205,11 @@ class SpoolSource:
             and offsets.get(name, self._last_index[name] + 1) > self._last_index[name]
         ]
         for name in done:
-            mark_consumed(self.directory, name, keep=self._keep)
+            corrupt = self._corrupt.pop(name, None)
+            if corrupt is not None:
+                self._dead_letter(name, *corrupt)
+            else:
+                mark_consumed(self.directory, name, keep=self._keep)
             self._last_index.pop(name, None)
         return True
 
@@ -151,11 +229,32 @@ class SpoolSource:
         """Re-read everything after the last commit (a superset of ``offsets``; sinks are idempotent)."""
         self._reset()
 
+    def lag(self) -> dict[Partition, int]:
+        """Published files still in the spool (the file being read included): a spool has no message count."""
+        return {"spool": len(spool_files(self.directory))}
+
     def close(self) -> None:
         try:
             fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
         finally:
             self._lock_fh.close()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _lock(path: Path) -> IO[str]:

@@ -128,7 +128,7 @@ def encoded(capture: Mapping[str, Any], signer: Signer) -> bytes:
 def flag_bytes(
     decision_id: str, signer: Signer | None, *, failure: bool = True, agent: str = "agt_support_1"
 ) -> bytes:
-    from producers.recorder import sign_flag
+    from producers.evidence import sign_flag
 
     value: dict[str, Any] = {
         "decisionId": decision_id,

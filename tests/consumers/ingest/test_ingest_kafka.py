@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 import time
@@ -270,3 +271,73 @@ def test_two_consumers_in_one_group_share_partitions(
     assert_exactly_once(
         index, _store(minio_config), {d: normalize_capture(c) for d, c in sealed_caps.items()}
     )
+
+
+def test_overflowing_and_failing_captures_never_stop_the_partition(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    minio_config: dict[str, Any],
+    topic: str,
+    index: ChdbIndex,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression (issue 8): a capture raising OverflowError in the retention policy failed its whole
+    batch on every redelivery, so nothing after it on the partition was ever indexed."""
+    prepare_module = importlib.import_module("consumers.ingest.prepare")
+    real_classify = prepare_module.classify
+
+    def exploding(capture: Any, **kwargs: Any) -> Any:  # a bug no rule anticipated, for one capture
+        if capture["decisionId"] == "dec_o_000004":
+            raise OverflowError("date value out of range")
+        return real_classify(capture, **kwargs)
+
+    monkeypatch.setattr(prepare_module, "classify", exploding)
+    signer = new_signer()
+
+    def cap(i: int, **changes: Any) -> dict[str, Any]:
+        c = make_capture(i, tag="o")
+        c.update(changes)
+        return seal(c, signer)
+
+    huge_retention = make_capture(2, tag="o")
+    huge_retention["replayPolicy"]["retentionDays"] = 3_000_000
+    negative = make_capture(5, tag="o")
+    negative["executionTrace"]["totalLatencyMs"] = -1
+    bad = {
+        "dec_o_000003": cap(3, capturedAt="9999-12-31T23:59:59.999Z"),
+        "dec_o_000004": cap(4),
+        "dec_o_000005": seal(negative, signer),
+    }
+    good = {
+        "dec_o_000001": cap(1),
+        "dec_o_000002": seal(huge_retention, signer),
+        **{f"dec_o_{i:06d}": cap(i) for i in range(6, 10)},
+    }
+    order = ["dec_o_000001", "dec_o_000002", "dec_o_000003", "dec_o_000004", "dec_o_000005"]
+    items = [(b"agt_support_1", encode_capture({**good, **bad}[d])) for d in order]
+    items.append((b"agt_support_1", b"\xc3\x01 poison"))
+    items += [(b"agt_support_1", encode_capture(good[f"dec_o_{i:06d}"])) for i in range(6, 10)]
+    produce_raw(kafka_bootstrap, topic, items)  # one key: one partition, in this order
+
+    settings = kafka_s3_settings(
+        tmp_path,
+        bootstrap=kafka_bootstrap,
+        minio=minio_config,
+        topic=topic,
+        group=f"g-{uuid.uuid4().hex[:8]}",
+    )
+    with build_service(settings, index=index, trust=trust_for(signer), batch_size=4, max_wait=0.2) as service:
+        stats = service.run(drain=True)
+    assert (stats.indexed, stats.quarantined, stats.dead_lettered) == (6, 3, 1)
+    assert lag(kafka_bootstrap, settings.consumer_group, topic, PARTITIONS) == dict.fromkeys(
+        range(PARTITIONS), 0
+    )
+    assert_exactly_once(index, _store(minio_config), {d: normalize_capture(c) for d, c in good.items()})
+    quarantined = {r["decision_id"]: r["reason"] for r in index.query("SELECT * FROM quarantine FINAL")}
+    assert quarantined == {
+        "dec_o_000003": "capturedAt in the future beyond clock skew (24h)",
+        "dec_o_000004": "unexpected error: OverflowError: date value out of range",
+        "dec_o_000005": "value out of range: decisions.total_latency_ms=-1 does not fit Nullable(UInt64)",
+    }
+    (letter,) = read_topic(kafka_bootstrap, f"{topic}.dlq", expect=1)
+    assert dict(letter.headers())["reason"] == b"decode_error"
