@@ -13,7 +13,10 @@ The contract, for both:
   end). A range past the end is truncated to the end; a range that *starts* at or past the end of
   a non-empty object raises :class:`BlobStoreError`; any range of an empty object is ``b""``.
 - ``delete`` is idempotent; ``exists`` is a cheap check; ``list(prefix)`` yields keys starting
-  with ``prefix`` (a string prefix, as in S3) in lexicographic order.
+  with ``prefix`` (a string prefix, as in S3) in lexicographic order; ``list_info(prefix)`` yields
+  the same keys as :class:`BlobInfo` (size and last-modified time) and ``stat(key)`` one of them.
+  ``modified`` is when the object's current bytes were written: a ``put`` over an existing key
+  renews it (retention's orphan sweep relies on that to leave blobs being written again alone).
 - A missing key raises :class:`BlobNotFound`; every other failure raises :class:`BlobStoreError`
   (library errors are wrapped with ``from``).
 """
@@ -23,8 +26,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -33,9 +39,18 @@ from schemas.errors import BlobNotFound, BlobStoreError
 if TYPE_CHECKING:
     from producers.settings import BlackboxSettings
 
-__all__ = ["BlobStore", "LocalBlobStore", "S3BlobStore", "open_blob_store", "validate_key"]
+__all__ = ["BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobStore", "open_blob_store", "validate_key"]
 
 _TEMP_MARK = ".tmp-"
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    """One stored object: its key, size in bytes and when its current bytes were written (aware UTC)."""
+
+    key: str
+    size: int
+    modified: datetime
 
 
 @runtime_checkable
@@ -51,6 +66,10 @@ class BlobStore(Protocol):
     def exists(self, key: str) -> bool: ...
 
     def list(self, prefix: str = "") -> Iterator[str]: ...
+
+    def stat(self, key: str) -> BlobInfo: ...
+
+    def list_info(self, prefix: str = "") -> Iterator[BlobInfo]: ...
 
 
 def validate_key(key: str) -> str:
@@ -153,6 +172,24 @@ class LocalBlobStore:
             )
         return iter(sorted(keys))
 
+    def stat(self, key: str) -> BlobInfo:
+        try:
+            st = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise BlobNotFound(f"no blob {key}") from exc
+        except OSError as exc:
+            raise BlobStoreError(f"stat {key}: {exc}") from exc
+        if not stat.S_ISREG(st.st_mode):
+            raise BlobNotFound(f"no blob {key}")
+        return BlobInfo(key, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
+    def list_info(self, prefix: str = "") -> Iterator[BlobInfo]:
+        for key in self.list(prefix):
+            try:
+                yield self.stat(key)
+            except BlobNotFound:  # deleted between the listing and the stat
+                continue
+
 
 def _fsync_dir(path: Path) -> None:
     try:
@@ -185,7 +222,12 @@ class S3BlobStore:
         read_timeout: float = 60.0,
         retries: int = 3,
     ) -> None:
-        from minio import Minio
+        try:
+            from minio import Minio
+        except ModuleNotFoundError as exc:  # the SDK's base install has no S3 client
+            raise ImportError(
+                "the S3 blob store needs the s3 extra: pip install 'agent-blackbox[s3]'", name=exc.name
+            ) from exc
 
         if http_client is None:
             import urllib3
@@ -262,11 +304,16 @@ class S3BlobStore:
                 response.release_conn()
 
     def _stat(self, key: str) -> int:
+        return self.stat(key).size
+
+    def stat(self, key: str) -> BlobInfo:
+        validate_key(key)
         self._ensure_bucket()
         try:
-            return int(self._client.stat_object(self.bucket, key).size or 0)
+            obj = self._client.stat_object(self.bucket, key)
         except Exception as exc:
             raise _wrap(exc, f"stat {key}") from exc
+        return BlobInfo(key, int(obj.size or 0), _aware(obj.last_modified, key))
 
     def delete(self, key: str) -> None:
         validate_key(key)
@@ -295,6 +342,26 @@ class S3BlobStore:
         except Exception as exc:
             raise _wrap(exc, f"list {prefix}") from exc
         return iter(sorted(name for name in names if name is not None))
+
+    def list_info(self, prefix: str = "") -> Iterator[BlobInfo]:
+        self._ensure_bucket()
+        try:
+            infos = [
+                BlobInfo(obj.object_name, int(obj.size or 0), _aware(obj.last_modified, obj.object_name))
+                for obj in self._client.list_objects(self.bucket, prefix=prefix, recursive=True)
+                if obj.object_name is not None
+            ]
+        except BlobStoreError:
+            raise
+        except Exception as exc:
+            raise _wrap(exc, f"list {prefix}") from exc
+        return iter(sorted(infos, key=lambda info: info.key))
+
+
+def _aware(moment: datetime | None, key: str) -> datetime:
+    if moment is None:  # every S3 listing and HEAD carries Last-Modified; refuse to guess an age
+        raise BlobStoreError(f"{key}: the server gave no last-modified time")
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _wrap(exc: Exception, what: str) -> BlobStoreError:

@@ -2,7 +2,9 @@
 
 - ``blackbox compact [--as-of TIME] [--dry-run] [--json]``: compact and expire what the policy says is
   due (progress bar on stderr, summary table on stdout). Exit 0, or 1 when a segment could not be
-  processed (each named in the output; the rest went ahead).
+  processed (each named in the output; the rest went ahead). ``--metrics-textfile PATH`` writes the
+  run's metrics for the node-exporter textfile collector at the end (not on dry runs);
+  ``--log-format json`` logs JSON lines on stderr instead of the progress bar.
 - ``blackbox hold DECISION_ID --reason ...`` / ``blackbox release DECISION_ID --reason ...``: legal hold.
 - ``blackbox flag DECISION_ID --reason ... [--failure] [--agent ID]``: a signed flag_consequential sent
   through the configured transport (ingest applies it; compaction promotes the capture if in time).
@@ -11,12 +13,14 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from consumers.observability.logs import LogFormat, configure_logging
 from consumers.retention.clock import SystemClock
 from consumers.retention.compaction import CompactionResult
 from consumers.retention.plan import CompactionPlan
@@ -24,6 +28,8 @@ from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import ContractError, RetentionError
 
 __all__ = ["compact_command", "flag_command", "hold_command", "register", "release_command"]
+
+logger = logging.getLogger(__name__)
 
 _POLICY_OPTION = typer.Option(
     "--policy", help="Retention policy TOML laid over the defaults (default: settings)."
@@ -54,6 +60,18 @@ def compact_command(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     policy: Annotated[Path | None, _POLICY_OPTION] = None,
+    metrics_textfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--metrics-textfile",
+            metavar="PATH",
+            help="Write the run's Prometheus metrics here at the end, atomically (node-exporter textfile "
+            "collector: name it *.prom).",
+        ),
+    ] = None,
+    log_format: Annotated[
+        LogFormat, typer.Option("--log-format", help="Logs on stderr: text, or JSON lines.")
+    ] = "text",
 ) -> None:
     """Compact routine captures past their content window, promote flagged ones, expire old records."""
     from rich.console import Console
@@ -63,6 +81,7 @@ def compact_command(
     from consumers.retention.compaction import Compactor
     from producers.blobstore import open_blob_store
 
+    configure_logging(log_format)
     settings = _settings(policy)
     moment = _parse_time(as_of, "--as-of") if as_of else None
     err = Console(stderr=True)
@@ -78,7 +97,7 @@ def compact_command(
             TimeElapsedColumn(),
             console=err,
             transient=as_json,
-            disable=dry_run,
+            disable=dry_run or log_format == "json",  # stderr carries only JSON lines then
         ) as bar:
             task = bar.add_task("compacting", total=None)
 
@@ -91,6 +110,12 @@ def compact_command(
             result = compactor.run(as_of=moment, dry_run=dry_run, progress=progress, on_plan=on_plan)
     finally:
         index.close()
+    logger.info("compaction finished", extra={"summary": result.summary()})
+    if metrics_textfile is not None and not result.dry_run:
+        from consumers.observability.metrics import finish_compaction_run, write_textfile
+
+        finish_compaction_run(errors=len(result.errors), seconds=result.elapsed_seconds)
+        write_textfile(metrics_textfile)
     if as_json:
         typer.echo(json.dumps(result.summary(), indent=2))
     else:
@@ -117,9 +142,13 @@ def _print_summary(result: CompactionResult) -> None:
         ("blocked by legal hold", result.held),
         (f"segments {verb}deleted", result.segments_deleted),
         ("segments not due yet", result.segments_not_due),
+        (f"quarantine segments {verb}deleted (rows kept)", result.quarantine_segments_deleted),
+        (f"orphan segments {verb}deleted", result.orphan_segments_deleted),
+        (f"orphan claim-check blobs {verb}deleted", result.orphan_claims_deleted),
+        ("unreferenced blobs inside their grace", result.orphans_in_grace),
+        (f"claim-check blobs {verb}deleted", result.claims_deleted),
     ]
     if not result.dry_run:
-        rows.append(("claim-check blobs deleted", result.claims_deleted))
         rows.append(("retention log entries written", result.log_entries))
     for what, n in rows:
         table.add_row(what, str(n))

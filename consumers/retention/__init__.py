@@ -7,6 +7,8 @@
 - :mod:`~consumers.retention.compaction` — :class:`Compactor`: copy out, re-point, log, flip rows,
   delete segments; idempotent and resumable;
 - :mod:`~consumers.retention.copyout` — frames copied verbatim out of a segment that goes, row changes;
+- :mod:`~consumers.retention.sweep` — what no decision's window covers: quarantine past
+  ``quarantine_days``, orphan segments and claim-check bodies past their grace;
 - :mod:`~consumers.retention.store` — the SQL: candidates, new row versions, the log's bookkeeping;
 - :mod:`~consumers.retention.log` — the deletions log (JSONL + ``deletions`` table);
 - :mod:`~consumers.retention.status` — what show/verify should say about a decision's content;

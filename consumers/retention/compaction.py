@@ -24,6 +24,10 @@ run deletes them first (``pending_deletes``); a crash before 4 leaves rows that 
 segment, so the next run plans it again. A second run over the same state finds nothing due and changes nothing.
 ``hook(point)`` is called after each step (``after_copy``, ``after_log``, ``after_copy_rows``,
 ``after_rows``, ``after_delete``) so tests can simulate a crash there.
+
+Then the **sweep** (:mod:`consumers.retention.sweep`, its own hook points): quarantine segments past
+``quarantine_days``, and segments and claim-check bodies no index row refers to once older than their
+grace. It runs last, on a fresh listing, so the segments this run copied frames into are referenced.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from consumers.index.engine import state_version
-from consumers.ingest.segments import SegmentCorrupt
+from consumers.ingest.segments import SEGMENT_PREFIX, SegmentCorrupt
 from consumers.retention.clock import Clock, SystemClock, as_utc
 from consumers.retention.copyout import (
     CopyVerificationFailed,
@@ -47,15 +51,30 @@ from consumers.retention.copyout import (
 )
 from consumers.retention.lock import retention_lock
 from consumers.retention.log import DeletionEntry, DeletionLog
-from consumers.retention.plan import COPY_ACTIONS, Action, CompactionPlan, SegmentPlan, Step, plan_compaction
+from consumers.retention.plan import (
+    COPY_ACTIONS,
+    Action,
+    CompactionPlan,
+    SegmentPlan,
+    Step,
+    SweepPlan,
+    plan_compaction,
+    plan_sweep,
+)
 from consumers.retention.policy import RetentionPolicy, policy_for_settings
 from consumers.retention.store import (
     delete_child_rows,
+    held_decisions,
+    live_claims,
     load_candidates,
     logged_entries,
     pending_segment_deletes,
+    quarantine_with_content,
+    referenced_segments,
+    unconfirmed_orphans,
     write_versions,
 )
+from consumers.retention.sweep import Sweeper, SweepTally
 from producers.claimcheck import claim_key
 from schemas.errors import BlobNotFound
 
@@ -102,6 +121,11 @@ class CompactionResult:
     log_entries: int = 0
     errors: tuple[str, ...] = ()
     elapsed_seconds: float = 0.0
+    quarantine_segments_deleted: int = 0
+    quarantine_rows_cleared: int = 0
+    orphan_segments_deleted: int = 0
+    orphan_claims_deleted: int = 0
+    orphans_in_grace: int = 0
 
     @property
     def changed(self) -> bool:
@@ -113,6 +137,10 @@ class CompactionResult:
             or self.moved
             or self.hold_copied
             or self.pending_deleted
+            or self.quarantine_segments_deleted
+            or self.orphan_segments_deleted
+            or self.orphan_claims_deleted
+            or self.claims_deleted
         )
 
     def summary(self) -> dict[str, Any]:
@@ -131,6 +159,11 @@ class CompactionResult:
             "pending_deleted": self.pending_deleted,
             "segments_not_due": self.segments_not_due,
             "new_segments": len(self.new_segments),
+            "quarantine_segments_deleted": self.quarantine_segments_deleted,
+            "quarantine_rows_cleared": self.quarantine_rows_cleared,
+            "orphan_segments_deleted": self.orphan_segments_deleted,
+            "orphan_claims_deleted": self.orphan_claims_deleted,
+            "orphans_in_grace": self.orphans_in_grace,
             "log_entries": self.log_entries,
             "errors": list(self.errors),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
@@ -202,11 +235,31 @@ class Compactor:
         """What a run at ``as_of`` (default: now) would do. Reads only."""
         moment = as_utc(as_of) if as_of is not None else self.clock.now()
         candidates = load_candidates(self.index, as_of=moment, policy=self.policy)
+        # a quarantine segment whose delete is logged but whose rows still point at it is the sweep's
+        # to finish (rows first), never a bare pending delete
+        quarantined = {row.segment_key for row in quarantine_with_content(self.index)}
         return plan_compaction(
             candidates,
             policy=self.policy,
             as_of=moment,
-            pending_deletes=pending_segment_deletes(self.index),
+            pending_deletes=[k for k in pending_segment_deletes(self.index) if k not in quarantined],
+        )
+
+    def plan_sweep(self, *, as_of: datetime | None = None) -> SweepPlan:
+        """What the sweep at ``as_of`` (quarantine) and the clock's now (orphans) would do. Reads only."""
+        moment = as_utc(as_of) if as_of is not None else self.clock.now()
+        claims = list(self.store.list_info(CLAIMS_PREFIX))
+        return plan_sweep(
+            policy=self.policy,
+            as_of=moment,
+            now=self.clock.now(),
+            segments=self.store.list_info(SEGMENT_PREFIX + "/"),
+            claims=claims,
+            referenced_segments=referenced_segments(self.index),
+            quarantine=quarantine_with_content(self.index),
+            live_claims=live_claims(self.index, (c.key for c in claims)) if claims else (),
+            held=held_decisions(self.index),
+            unconfirmed=unconfirmed_orphans(self.index),
         )
 
     # --- running ----------------------------------------------------------------------------------------
@@ -229,7 +282,12 @@ class Compactor:
             plan = self.plan(as_of=moment)
             if on_plan is not None:
                 on_plan(plan)
-            return self._result(plan, dry_run=True, tally=None, started=started)
+            sweep = self.plan_sweep(as_of=moment)
+            self._claims = None
+            claims = len(self._claims_of([s for seg in plan.segments for s in seg.drops]))
+            return self._result(
+                plan, dry_run=True, tally=None, started=started, sweep=sweep, claims_due=claims
+            )
         with retention_lock(self.lock_path):
             self._claims = None
             plan = self.plan(as_of=moment)
@@ -248,32 +306,65 @@ class Compactor:
                 if progress is not None:
                     progress(done, total)
             self._expire_rows(plan, tally)
+            sweep = self.plan_sweep(as_of=moment)
+            swept = self._sweeper(plan).run(sweep)
+            tally.log_entries += swept.log_entries
             if progress is not None:
                 progress(total, total)
-            return self._result(plan, dry_run=False, tally=tally, started=started)
+            return self._result(plan, dry_run=False, tally=tally, started=started, sweep=sweep, swept=swept)
+
+    def _sweeper(self, plan: CompactionPlan) -> Sweeper:
+        return Sweeper(
+            index=self.index,
+            store=self.store,
+            entry=lambda **fields: self._entry(plan, **fields),
+            record=self.log.record,
+            hook=self._hook,
+        )
 
     def _result(
-        self, plan: CompactionPlan, *, dry_run: bool, tally: _Tally | None, started: float
+        self,
+        plan: CompactionPlan,
+        *,
+        dry_run: bool,
+        tally: _Tally | None,
+        started: float,
+        sweep: SweepPlan,
+        swept: SweepTally | None = None,
+        claims_due: int = 0,
     ) -> CompactionResult:
         counts = dict(plan.counts) if tally is None else tally.counts
+        if swept is None:  # the dry run: what the sweep plan would do
+            swept = SweepTally(
+                quarantine_segments=len(sweep.quarantine),
+                quarantine_rows=sum(len(q.rows) for q in sweep.quarantine),
+                claims=sum(len(q.claims) for q in sweep.quarantine),
+                orphan_segments=sweep.orphan_segments,
+                orphan_claims=sweep.orphan_claims,
+            )
         return CompactionResult(
             as_of=plan.as_of,
             policy=self._fingerprint,
             dry_run=dry_run,
             segments_deleted=len(plan.segments) if tally is None else tally.segments_deleted,
-            claims_deleted=0 if tally is None else tally.claims_deleted,
+            claims_deleted=swept.claims + (claims_due if tally is None else tally.claims_deleted),
             compacted=counts.get("compact", 0),
             expired=counts.get("expire", 0),
             promoted=counts.get("promote", 0),
             hold_copied=counts.get("hold-copy", 0),
             moved=counts.get("move", 0),
-            held=len(plan.held),
+            held=len(set(plan.held) | set(sweep.held)),
             pending_deleted=len(plan.pending_deletes) if tally is None else tally.pending_deleted,
             segments_not_due=plan.segments_not_due,
             new_segments=() if tally is None else tuple(tally.new_segments),
             log_entries=0 if tally is None else tally.log_entries,
             errors=() if tally is None else tuple(tally.errors),
             elapsed_seconds=time.perf_counter() - started,
+            quarantine_segments_deleted=swept.quarantine_segments,
+            quarantine_rows_cleared=swept.quarantine_rows,
+            orphan_segments_deleted=swept.orphan_segments,
+            orphan_claims_deleted=swept.orphan_claims,
+            orphans_in_grace=sweep.in_grace,
         )
 
     def _entry(self, plan: CompactionPlan, **fields: Any) -> DeletionEntry:

@@ -15,6 +15,10 @@ Actions:
   record a crashed run is resumed from); ``segment-deleted``: the delete is done;
 - ``delete-claim`` / ``claim-deleted``: the same for the claim-check blob of an oversized capture
   (``segment_key`` holds the blob key).
+- ``quarantine-expire``: a quarantine row's bytes are deleted after ``quarantine_days`` (the row stays);
+  its segment goes by ``delete-segment`` / ``segment-deleted``.
+- ``orphan-segment`` / ``orphan-claim``: a blob no index row refers to, older than its grace, is about to
+  be deleted; ``orphan-deleted``: the delete is done (see :mod:`consumers.retention.sweep`).
 - ``hold`` / ``release``: legal hold set or released (see :mod:`consumers.retention.hold`).
 """
 
@@ -29,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from consumers.observability.metrics import count_deletions
 from consumers.retention.clock import as_utc
 from schemas.errors import RetentionError
 
@@ -113,6 +118,7 @@ class DeletionLog:
             columns["reason"].append(e.reason if not e.target else f"{e.reason} -> {e.target}")
             columns["policy"].append(e.policy)
         self.index.insert(DELETIONS_TABLE, columns)
+        count_deletions(e.action for e in entries)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -22,6 +22,11 @@ A segment whose decisions are all under legal hold is never due. In a due segmen
 
 Then the segment is deleted. Decisions without content (already metadata-only) are only checked for
 record expiry. Legal hold blocks both.
+
+:func:`plan_sweep` decides the rest of what may not outlive retention: quarantine segments past
+``quarantine_days`` (their rows stay as metadata), and blobs no index row refers to - segments of a
+batch whose consumer died before indexing it, claim-check bodies whose message was never ingested -
+once older than their grace. Legal hold keeps a held decision's quarantine segment and claim checks.
 """
 
 from __future__ import annotations
@@ -33,15 +38,24 @@ from typing import Any, Literal
 
 from consumers.retention.clock import as_utc
 from consumers.retention.policy import RetentionClass, RetentionDecision, RetentionFacts, RetentionPolicy
+from producers.blobstore import BlobInfo
+from producers.claimcheck import claim_key
 
 __all__ = [
     "COPY_ACTIONS",
     "Action",
     "Candidate",
     "CompactionPlan",
+    "OrphanBlob",
+    "QuarantineExpiry",
+    "QuarantineRow",
     "SegmentPlan",
     "Step",
+    "SweepPlan",
+    "claim_decision",
+    "claim_folder",
     "plan_compaction",
+    "plan_sweep",
     "segment_class",
 ]
 
@@ -341,4 +355,205 @@ def plan_compaction(
         held=tuple(sorted(held)),
         segments_not_due=not_due,
         counts=counts,
+    )
+
+
+# --- the sweep: quarantine, orphan segments, orphan claim checks --------------------------------------------
+SweepKind = Literal["orphan-segment", "orphan-claim"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuarantineRow:
+    """One current ``quarantine`` row whose bytes are still stored."""
+
+    decision_id: str
+    agent_id: str
+    reason: str
+    segment_key: str
+    content_sha256: str
+    received_at: datetime
+
+    @property
+    def claim(self) -> str:
+        """The claim-check key its bytes would have travelled under (if they did)."""
+        return _claim_of(self.agent_id, self.decision_id, self.content_sha256)
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineExpiry:
+    """A quarantine segment whose every row is past ``quarantine_days``: segment and claims go, rows stay."""
+
+    segment_key: str
+    due_at: datetime
+    rows: tuple[QuarantineRow, ...]
+    claims: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanBlob:
+    """A blob no index row refers to, older than its grace: deleted."""
+
+    key: str
+    kind: SweepKind
+    modified: datetime
+    decision_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """What the sweep of one run does: expire quarantine segments, delete orphan segments and claims."""
+
+    as_of: datetime
+    now: datetime
+    segment_grace: timedelta
+    claim_grace: timedelta
+    quarantine: tuple[QuarantineExpiry, ...] = ()
+    orphans: tuple[OrphanBlob, ...] = ()
+    held: tuple[str, ...] = ()
+    """Decisions whose quarantine segment or claim check is kept only because of a legal hold."""
+    gone: tuple[tuple[str, SweepKind], ...] = ()
+    """Orphans a crashed sweep logged and deleted but never confirmed: only the confirmation is due."""
+    in_grace: int = 0
+    """Unreferenced blobs younger than their grace (possibly still being written): left alone."""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.quarantine or self.orphans or self.gone)
+
+    def grace_for(self, kind: SweepKind) -> timedelta:
+        return self.segment_grace if kind == "orphan-segment" else self.claim_grace
+
+    @property
+    def orphan_segments(self) -> int:
+        return sum(1 for o in self.orphans if o.kind == "orphan-segment")
+
+    @property
+    def orphan_claims(self) -> int:
+        return sum(1 for o in self.orphans if o.kind == "orphan-claim")
+
+
+def _claim_of(agent_id: str, decision_id: str, content_sha256: str) -> str:
+    return claim_key(
+        agent_id=agent_id, decision_id=decision_id, sha256_hex=content_sha256.removeprefix("sha256:")
+    )
+
+
+def claim_folder(agent_id: str, decision_id: str) -> str:
+    """``claims/<agent>/<decision>/``: every claim-check key of one decision starts with it."""
+    return _claim_of(agent_id, decision_id, "").rsplit("/", 1)[0] + "/"
+
+
+def claim_decision(key: str) -> str:
+    """The (key-safe) decision id a claim-check key names, or ``""``."""
+    parts = key.split("/")
+    return parts[2] if len(parts) == 4 and parts[0] == "claims" else ""
+
+
+def plan_sweep(
+    *,
+    policy: RetentionPolicy,
+    as_of: datetime,
+    now: datetime,
+    segments: Iterable[BlobInfo],
+    claims: Iterable[BlobInfo],
+    referenced_segments: Iterable[str],
+    quarantine: Iterable[QuarantineRow],
+    live_claims: Iterable[str],
+    held: Iterable[tuple[str, str]],
+    unconfirmed: Iterable[tuple[str, str]] = (),
+) -> SweepPlan:
+    """The sweep at ``as_of`` (policy time) and ``now`` (wall clock). Deterministic; no I/O.
+
+    - ``segments`` / ``claims``: the blobs under ``segments/`` and ``claims/`` (key and modified time);
+    - ``referenced_segments``: every segment key any ``decisions`` or ``quarantine`` row names;
+    - ``quarantine``: the quarantine rows whose bytes are still stored;
+    - ``live_claims``: claim keys of decisions whose content is still stored;
+    - ``held``: ``(agent_id, decision_id)`` of decisions under legal hold;
+    - ``unconfirmed``: ``(key, kind)`` of orphan deletions logged but not confirmed (a crashed sweep).
+
+    A quarantine segment is due ``quarantine_days`` after the last of its rows was received (policy
+    time, so ``--as-of`` moves it) unless one of its decisions is held. An unreferenced blob is an
+    orphan once it is older than its grace by the wall clock (never ``--as-of``: the grace protects
+    writes in flight, which only real time can tell).
+    """
+    as_of, now = as_utc(as_of), as_utc(now)
+    rules = policy.compaction
+    seg_grace = timedelta(hours=rules.orphan_grace_hours)
+    claim_grace = timedelta(hours=rules.orphan_claim_grace_hours)
+    held_by_folder = {claim_folder(agent, did): did for agent, did in held}
+    held_ids = {did for _, did in held}
+    kept_held: set[str] = set()
+    claim_infos = {info.key: info for info in claims}
+    segment_infos = sorted(segments, key=lambda i: i.key)
+    listed = {i.key for i in segment_infos} | set(claim_infos)
+    gone: tuple[tuple[str, SweepKind], ...] = tuple(
+        (key, "orphan-claim" if kind == "orphan-claim" else "orphan-segment")
+        for key, kind in sorted(unconfirmed)
+        if key not in listed
+    )
+
+    by_segment: dict[str, list[QuarantineRow]] = {}
+    for row in quarantine:
+        by_segment.setdefault(row.segment_key, []).append(row)
+    expiries: list[QuarantineExpiry] = []
+    quarantine_claims: set[str] = set()
+    for key in sorted(by_segment):
+        rows = sorted(by_segment[key], key=lambda r: (r.decision_id, r.content_sha256, r.reason))
+        quarantine_claims.update(r.claim for r in rows)
+        due_at = max(r.received_at for r in rows) + timedelta(days=policy.quarantine_days)
+        if due_at > as_of:
+            continue
+        blocked = sorted({r.decision_id for r in rows} & held_ids)
+        if blocked:
+            kept_held.update(blocked)
+            continue
+        claims_here = tuple(sorted({r.claim for r in rows} & set(claim_infos)))
+        expiries.append(QuarantineExpiry(key, due_at, tuple(rows), claims_here))
+    expiring_claims = {c for e in expiries for c in e.claims}
+
+    orphans: list[OrphanBlob] = []
+    in_grace = 0
+    referenced = set(referenced_segments)
+    for info in segment_infos:
+        if info.key in referenced:
+            continue
+        if now - as_utc(info.modified) < seg_grace:
+            in_grace += 1
+            continue
+        reason = (
+            f"no index row refers to it (decisions, quarantine); written {_fmt(info.modified)}, "
+            f"older than compaction.orphan_grace_hours={rules.orphan_grace_hours:g}"
+        )
+        orphans.append(OrphanBlob(info.key, "orphan-segment", as_utc(info.modified), "", reason))
+
+    live = set(live_claims) | (quarantine_claims - expiring_claims)
+    for key in sorted(claim_infos):
+        info = claim_infos[key]
+        if key in live or key in expiring_claims:
+            continue
+        holder = held_by_folder.get(key.rsplit("/", 1)[0] + "/")
+        if holder is not None:
+            kept_held.add(holder)
+            continue
+        if now - as_utc(info.modified) < claim_grace:
+            in_grace += 1
+            continue
+        reason = (
+            "claim-check body no decision or quarantine row with content refers to (never ingested, "
+            f"dead-lettered, or its content is gone); written {_fmt(info.modified)}, older than "
+            f"compaction.orphan_claim_grace_hours={rules.orphan_claim_grace_hours:g}"
+        )
+        orphans.append(OrphanBlob(key, "orphan-claim", as_utc(info.modified), claim_decision(key), reason))
+
+    return SweepPlan(
+        as_of=as_of,
+        now=now,
+        segment_grace=seg_grace,
+        claim_grace=claim_grace,
+        quarantine=tuple(expiries),
+        orphans=tuple(orphans),
+        held=tuple(sorted(kept_held)),
+        gone=gone,
+        in_grace=in_grace,
     )

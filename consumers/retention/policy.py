@@ -24,6 +24,13 @@ The capture's ``replayPolicy.retentionDays`` (signed, the agent's own pact) repl
 ``retention_days`` when ``honor_capture_retention_days`` is true (the default); it never lengthens a
 non-consequential content window (content kept ``min(content_days, retention)``).
 ``max_retention_days`` (0: none) bounds every retention. Windows count from ``capturedAt``.
+
+No decision expires after :data:`MAX_EXPIRES_AT` (2106-01-01 UTC): a retention reaching past it (a
+signed ``retentionDays`` of 3,000,000, say) is clamped to end there, and the whole days until then
+are what :attr:`RetentionDecision.retention_days` reports. That date is "never" for every practical
+purpose and is the latest the index can act on (its TTL runs on ClickHouse ``DateTime``, which ends
+2106-02-07); clamping keeps a validly signed capture indexed as evidence instead of refusing it, and
+keeps date arithmetic from overflowing on any input.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -48,6 +55,7 @@ if TYPE_CHECKING:
     from producers.settings import BlackboxSettings
 
 __all__ = [
+    "MAX_EXPIRES_AT",
     "RETENTION_CLASSES",
     "RULE_NAMES",
     "ClassRule",
@@ -71,6 +79,10 @@ RuleName = Literal["consequential", "routine", "sampled", "structured"]
 RETENTION_CLASSES: tuple[RetentionClass, ...] = ("consequential", "routine", "structured")
 RULE_NAMES: tuple[RuleName, ...] = ("consequential", "routine", "sampled", "structured")
 DEFAULT_POLICY_RESOURCE = "default_policy.toml"
+MAX_EXPIRES_AT = datetime(2106, 1, 1, tzinfo=UTC)
+"""The latest expiry any decision gets (see the module docstring): later ones are clamped to it."""
+_MAX_GRACE_HOURS = 24 * 3660  # ten years: beyond that a grace is a typo, and datetimes overflow
+_MAX_QUARANTINE_DAYS = 36_600
 
 
 class RetentionPolicyError(RetentionError):
@@ -105,10 +117,16 @@ class ClassRule(_Frozen):
 
 
 class CompactionTuning(_Frozen):
-    """How compaction batches its work (not what it keeps)."""
+    """How compaction batches its work and how long it waits before calling a blob an orphan.
+
+    The orphan graces are safety margins, not retention: a blob no index row refers to yet may be one
+    still being written (see ``default_policy.toml`` for what each must exceed).
+    """
 
     rewrite_grace_hours: float = Field(default=24.0, ge=0)
     batch_decisions: int = Field(default=10_000, ge=1)
+    orphan_grace_hours: float = Field(default=24.0, ge=1, le=_MAX_GRACE_HOURS)
+    orphan_claim_grace_hours: float = Field(default=192.0, ge=1, le=_MAX_GRACE_HOURS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +161,8 @@ class RetentionPolicy(_Frozen):
     name: str = Field(default="article-default", min_length=1)
     honor_capture_retention_days: bool = True
     max_retention_days: int = Field(default=0, ge=0)
+    quarantine_days: int = Field(default=90, ge=1, le=_MAX_QUARANTINE_DAYS)
+    """Quarantined bytes are kept this long after they were received; the quarantine rows stay."""
     consequential: ClassRule = ClassRule(content_days=None, retention_days=365)
     routine: ClassRule = ClassRule(content_days=30, retention_days=365)
     sampled: ClassRule = ClassRule(content_days=30, retention_days=365)
@@ -215,11 +235,15 @@ class RetentionPolicy(_Frozen):
             days = facts.capture_retention_days
         if self.max_retention_days:
             days = min(days, self.max_retention_days)
-        record_end = facts.captured_at + timedelta(days=days)
+        limit = _days_until_max(facts.captured_at)
+        if days > limit:  # beyond what the index can act on: ends at the documented maximum
+            days, record_end = limit, max(MAX_EXPIRES_AT, facts.captured_at)
+        else:
+            record_end = facts.captured_at + timedelta(days=days)
         if rule.content_days is None:
             content_end = record_end
         else:
-            content_end = min(facts.captured_at + timedelta(days=rule.content_days), record_end)
+            content_end = min(facts.captured_at + timedelta(days=min(rule.content_days, days)), record_end)
         return RetentionDecision(_class_of(name), name, days, content_end, record_end)
 
     def promotes(self, record: Mapping[str, Any] | RetentionFacts, flagged_at: datetime) -> bool:
@@ -337,6 +361,11 @@ def _days(value: object, path: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
         raise ContractError(f"must be a whole number of days >= 0, got {value!r}", path=path)
     return int(value)
+
+
+def _days_until_max(captured_at: datetime) -> int:
+    """Whole days from ``captured_at`` to :data:`MAX_EXPIRES_AT` (0 when it is already past)."""
+    return max(0, (MAX_EXPIRES_AT - captured_at).days)
 
 
 def _rule_name(facts: RetentionFacts, *, promoted: bool) -> RuleName:

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from consumers.retention.clock import as_utc
-from consumers.retention.plan import Candidate
+from consumers.retention.plan import Candidate, QuarantineRow
+from producers.claimcheck import claim_key
 from schemas.errors import IndexError_
 
 if TYPE_CHECKING:
@@ -23,10 +24,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANDIDATE_COLUMNS",
+    "clear_quarantine_content",
     "delete_child_rows",
+    "held_decisions",
+    "live_claims",
     "load_candidates",
     "logged_entries",
     "pending_segment_deletes",
+    "quarantine_with_content",
+    "referenced_segments",
+    "unconfirmed_orphans",
     "write_versions",
 ]
 
@@ -227,3 +234,94 @@ def _base_type(ch_type: str) -> str:
         if t.startswith(wrapper) and t.endswith(")"):
             t = t[len(wrapper) : -1].strip()
     return t
+
+
+# --- the sweep ---------------------------------------------------------------------------------------------
+def referenced_segments(index: Index) -> set[str]:
+    """Every segment key any row names, in ``decisions`` or ``quarantine``, in *any* row version: a
+    segment an older version still points at is never taken for an orphan (compaction deletes those)."""
+    rows = index.query(
+        "SELECT DISTINCT segment_key FROM decisions WHERE segment_key != '' "
+        "UNION DISTINCT SELECT DISTINCT segment_key FROM quarantine WHERE segment_key != ''"
+    )
+    return {str(r["segment_key"]) for r in rows}
+
+
+def unconfirmed_orphans(index: Index) -> list[tuple[str, str]]:
+    """``(key, action)`` of orphans whose deletion was logged (``orphan-segment`` / ``orphan-claim``) but
+    never confirmed (``orphan-deleted``): a crashed sweep's, to confirm if the blob is gone."""
+    rows = index.query(
+        "SELECT segment_key, anyIf(action, action != 'orphan-deleted') AS kind FROM deletions "
+        "WHERE action IN ('orphan-segment', 'orphan-claim', 'orphan-deleted') "
+        "GROUP BY segment_key HAVING countIf(action = 'orphan-deleted') = 0"
+    )
+    return sorted((str(r["segment_key"]), str(r["kind"])) for r in rows)
+
+
+def quarantine_with_content(index: Index) -> list[QuarantineRow]:
+    """The current quarantine rows whose bytes are still stored."""
+    rows = index.query(
+        "SELECT decision_id, agent_id, reason, segment_key, content_sha256, received_at "
+        "FROM quarantine FINAL WHERE segment_key != ''"
+    )
+    return [
+        QuarantineRow(
+            decision_id=str(r["decision_id"]),
+            agent_id=str(r["agent_id"]),
+            reason=str(r["reason"]),
+            segment_key=str(r["segment_key"]),
+            content_sha256=str(r["content_sha256"]),
+            received_at=as_utc(r["received_at"]),
+        )
+        for r in rows
+    ]
+
+
+def held_decisions(index: Index) -> list[tuple[str, str]]:
+    """``(agent_id, decision_id)`` of every decision under legal hold."""
+    rows = index.query("SELECT agent_id, decision_id FROM decisions FINAL WHERE legal_hold")
+    return [(str(r["agent_id"]), str(r["decision_id"])) for r in rows]
+
+
+def live_claims(index: Index, claim_keys: Iterable[str]) -> set[str]:
+    """The claim-check keys among ``claim_keys`` whose decision still has its content stored.
+
+    Looked up by the sha256 each key ends with (the capture's ``content_sha256``), then matched on the
+    whole key, so a decision with other bytes under the same id never keeps a claim alive.
+    """
+    keys = set(claim_keys)
+    shas = sorted({"sha256:" + k.rsplit("/", 1)[-1].removesuffix(".avro") for k in keys})
+    live: set[str] = set()
+    for start in range(0, len(shas), CHUNK):
+        rows = index.query(
+            "SELECT agent_id, decision_id, content_sha256 FROM decisions FINAL "
+            "WHERE segment_key != '' AND content_sha256 IN {shas:Array(String)}",
+            {"shas": shas[start : start + CHUNK]},
+        )
+        for r in rows:
+            key = claim_key(
+                agent_id=str(r["agent_id"]),
+                decision_id=str(r["decision_id"]),
+                sha256_hex=str(r["content_sha256"]).removeprefix("sha256:"),
+            )
+            if key in keys:
+                live.add(key)
+    return live
+
+
+def clear_quarantine_content(index: Index, segment_keys: Sequence[str]) -> None:
+    """A new version of every quarantine row in these segments with its location cleared: the row (who,
+    why, which hash, from where) stays as the record that the quarantine happened; the bytes go.
+
+    ``quarantine`` is a ReplacingMergeTree without a version column: the last inserted row of a key wins,
+    and readers use FINAL. A rerun finds no row pointing at the segments and inserts nothing.
+    """
+    keys = sorted(set(segment_keys))
+    for start in range(0, len(keys), CHUNK):
+        # the filter sits in a subquery: a REPLACE alias would shadow the column in an outer WHERE
+        index.command(
+            "INSERT INTO quarantine SELECT * REPLACE ('' AS segment_key, toUInt64(0) AS segment_offset, "
+            "toUInt64(0) AS segment_length) FROM "
+            "(SELECT * FROM quarantine FINAL WHERE segment_key IN {keys:Array(String)})",
+            {"keys": keys[start : start + CHUNK]},
+        )

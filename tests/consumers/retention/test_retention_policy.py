@@ -13,6 +13,7 @@ import pytest
 
 from consumers.retention.plan import Candidate, plan_compaction
 from consumers.retention.policy import (
+    MAX_EXPIRES_AT,
     RetentionPolicy,
     RetentionPolicyError,
     classify,
@@ -85,6 +86,22 @@ def test_policy_can_ignore_or_cap_the_captures_retention_days() -> None:
     assert ignore.decide(flagged).retention_days == 365
     capped = RetentionPolicy.from_mapping({"max_retention_days": 1000})
     assert capped.decide(flagged).retention_days == 1000
+
+
+def test_retention_beyond_a_date_clamps_to_the_documented_maximum() -> None:
+    """Regression (issue 8): retentionDays=3,000,000 or capturedAt in 9999 raised OverflowError."""
+    huge = capture(replayPolicy={"retentionDays": 3_000_000})
+    decision = default_policy().decide(huge)
+    assert decision.expires_at == decision.content_expires_at == MAX_EXPIRES_AT
+    assert decision.retention_days == (MAX_EXPIRES_AT - T0).days  # what the row stores: fits UInt32
+    routine = capture(consequential={"flagged": False}, replayPolicy={"retentionDays": 2**53 - 1})
+    assert default_policy().decide(routine).content_expires_at == T0 + 30 * DAY  # content window kept
+    assert default_policy().decide(routine).expires_at == MAX_EXPIRES_AT
+
+    far = default_policy().decide(capture(capturedAt="9999-12-31T23:59:59.999Z"))
+    assert far.retention_days == 0 and far.expires_at.year == 9999  # no overflow; ingest quarantines it
+    row = {"decision_id": "d", "captured_at": T0, "capture_level": "full", "consequential": True}
+    assert default_policy().decide({**row, "capture_retention_days": 3_000_000}).expires_at == MAX_EXPIRES_AT
 
 
 def test_sampled_and_structured_rules() -> None:

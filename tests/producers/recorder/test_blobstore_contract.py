@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,39 @@ def test_list_is_string_prefix_and_sorted(store: BlobStore, prefix: str) -> None
     assert list(store.list(f"{prefix}/agt_1/")) == sorted([keys[0], keys[2]])
     assert list(store.list(f"{prefix}/")) == sorted(keys)
     assert list(store.list(f"{prefix}/nothing-here")) == []
+
+
+def test_stat_and_list_info(store: BlobStore, prefix: str) -> None:
+    before = datetime.now(UTC) - timedelta(seconds=5)  # HTTP dates have whole seconds
+    store.put(f"{prefix}/a/one", b"x" * 10)
+    store.put(f"{prefix}/a/two", b"")
+    store.put(f"{prefix}/b", b"yy")
+    info = store.stat(f"{prefix}/a/one")
+    assert (info.key, info.size) == (f"{prefix}/a/one", 10)
+    assert info.modified.tzinfo is not None
+    assert before <= info.modified <= datetime.now(UTC) + timedelta(seconds=5)
+    listed = list(store.list_info(f"{prefix}/a"))
+    assert (
+        [i.key for i in listed] == list(store.list(f"{prefix}/a")) == [f"{prefix}/a/one", f"{prefix}/a/two"]
+    )
+    assert [i.size for i in listed] == [10, 0]
+    assert all(before <= i.modified <= datetime.now(UTC) + timedelta(seconds=5) for i in listed)
+    assert list(store.list_info(f"{prefix}/nothing-here")) == []
+    with pytest.raises(BlobNotFound):
+        store.stat(f"{prefix}/nope")
+    with pytest.raises(BlobNotFound):
+        store.stat(f"{prefix}/a")  # a "directory" is not a blob
+
+
+def test_put_renews_modified(store: BlobStore, prefix: str) -> None:
+    """Retention's orphan sweep leaves a blob that is being written again alone: a put renews its age."""
+    key = f"{prefix}/k"
+    store.put(key, b"one")
+    first = store.stat(key).modified
+    time.sleep(1.1)  # S3 reports Last-Modified in whole seconds
+    store.put(key, b"one")
+    assert store.stat(key).modified > first
+    assert next(iter(store.list_info(key))).modified > first
 
 
 @pytest.mark.parametrize("key", ["", "/abs", "a//b", "a/../b", "./a", "a\\b", "a/.tmp-x"])
