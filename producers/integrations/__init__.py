@@ -1,0 +1,8 @@
+"""Capture adapters: one module per stack an agent already runs on.
+
+Each adapter turns what a stack sends and receives into evidence without changing the agent's
+code or its traffic. The provider wire formats they read live in :mod:`producers.wire`.
+
+- :mod:`producers.integrations.http_capture` — the HTTP layer under the ``openai`` and
+  ``anthropic`` SDKs: an ``httpx2`` transport wrapper that records every model call's exact bytes.
+"""
