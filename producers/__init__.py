@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from producers.policy import CaptureLevel, CapturePolicy, strip_content
     from producers.recorder import CaptureFailure, Recorder, RecorderStats
     from producers.settings import BlackboxSettings, load_settings
-    from producers.spool import (
+    from producers.transports import DeliveryFailed, Transport, open_sender
+    from producers.transports.kafka.sender import KafkaTransport
+    from producers.transports.spool.files import (
         SpoolCheckpoint,
         SpoolPosition,
         SpoolRecord,
@@ -25,13 +27,7 @@ if TYPE_CHECKING:
         mark_consumed,
         read_spool,
     )
-    from producers.transport import (
-        DeliveryFailed,
-        KafkaTransport,
-        SpoolTransport,
-        Transport,
-        open_transport,
-    )
+    from producers.transports.spool.sender import SpoolTransport
 
 _EXPORTS: dict[str, str] = {
     "AgentConfig": "producers.decision",
@@ -42,26 +38,26 @@ _EXPORTS: dict[str, str] = {
     "CapturePolicy": "producers.policy",
     "ClaimChecker": "producers.claimcheck",
     "DecisionBuilder": "producers.decision",
-    "DeliveryFailed": "producers.transport",
-    "KafkaTransport": "producers.transport",
+    "DeliveryFailed": "producers.transports",
+    "KafkaTransport": "producers.transports.kafka.sender",
     "LocalBlobStore": "producers.blobstore",
     "Recorder": "producers.recorder",
     "RecorderStats": "producers.recorder",
     "RenderedContext": "producers.context",
     "ReplayPolicy": "producers.decision",
     "S3BlobStore": "producers.blobstore",
-    "SpoolCheckpoint": "producers.spool",
-    "SpoolPosition": "producers.spool",
-    "SpoolRecord": "producers.spool",
-    "SpoolTransport": "producers.transport",
-    "SpoolWriter": "producers.spool",
-    "Transport": "producers.transport",
+    "SpoolCheckpoint": "producers.transports.spool.files",
+    "SpoolPosition": "producers.transports.spool.files",
+    "SpoolRecord": "producers.transports.spool.files",
+    "SpoolTransport": "producers.transports.spool.sender",
+    "SpoolWriter": "producers.transports.spool.files",
+    "Transport": "producers.transports",
     "claim_key": "producers.claimcheck",
     "load_settings": "producers.settings",
-    "mark_consumed": "producers.spool",
+    "mark_consumed": "producers.transports.spool.files",
     "open_blob_store": "producers.blobstore",
-    "open_transport": "producers.transport",
-    "read_spool": "producers.spool",
+    "open_sender": "producers.transports",
+    "read_spool": "producers.transports.spool.files",
     "render_chat_context": "producers.context",
     "resolve_claim_check": "producers.claimcheck",
     "strip_content": "producers.policy",
@@ -94,7 +90,7 @@ __all__ = [
     "load_settings",
     "mark_consumed",
     "open_blob_store",
-    "open_transport",
+    "open_sender",
     "read_spool",
     "render_chat_context",
     "resolve_claim_check",

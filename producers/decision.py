@@ -23,47 +23,30 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 
 from producers import unrecordable as check
+from producers.clock import format_timestamp
 from producers.config import AgentConfig, ReplayPolicy, agent_config, pin_config
 from producers.context import CHAT_MESSAGES_FORMAT, ContextSpan, RenderedContext, render_chat_context
 from schemas.errors import ContractError
 
-if TYPE_CHECKING:
-    from producers.recorder import Recorder
-
 __all__ = [
     "AgentConfig",
-    "Clock",
     "DecisionBuilder",
+    "DecisionSink",
     "ReplayPolicy",
-    "format_timestamp",
     "new_decision_id",
     "pin_config",
-    "system_clock",
 ]
 
-Clock = Callable[[], datetime]
 OutcomeStatus = Literal["success", "failure", "unknown"]
 StopReason = Literal["end_turn", "max_tokens", "tool_call", "error"]
 _OUTCOMES: frozenset[str] = frozenset(("success", "failure", "unknown"))
 _STOP_REASONS: frozenset[str] = frozenset(("end_turn", "max_tokens", "tool_call", "error"))
-
-
-def system_clock() -> datetime:
-    return datetime.now(UTC)
-
-
-def format_timestamp(moment: datetime) -> str:
-    """ISO-8601 UTC with milliseconds and ``Z``: ``2026-07-23T13:00:00.456Z``."""
-    if moment.tzinfo is None:
-        raise ValueError("the clock must return timezone-aware datetimes")
-    moment = moment.astimezone(UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -83,6 +66,30 @@ def new_decision_id(moment: datetime) -> str:
     return "dec_" + "".join(reversed(chars))
 
 
+class DecisionSink(Protocol):
+    """What a :class:`DecisionBuilder` needs from the recorder that started it (the
+    :class:`~producers.recorder.Recorder`): its identity and defaults, read when the capture is
+    built (so a later ``Recorder.configure`` still applies), its clock, and where a finished
+    decision goes. The builder depends on this seam, never on the recorder itself."""
+
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def runtime_id(self) -> str | None: ...
+    @property
+    def default_config(self) -> AgentConfig | None: ...
+    @property
+    def replay_policy(self) -> ReplayPolicy: ...
+
+    def _now(self, problems: list[str]) -> datetime:
+        """The current time; a clock failure is appended to ``problems``, never raised."""
+        ...
+
+    def _submit_decision(self, builder: DecisionBuilder) -> None:
+        """Queue a finished decision; never raises into the agent."""
+        ...
+
+
 class DecisionBuilder:
     """One decision being recorded. Use as a context manager, or call :meth:`finish` yourself.
 
@@ -97,7 +104,7 @@ class DecisionBuilder:
 
     def __init__(
         self,
-        recorder: Recorder,
+        recorder: DecisionSink,
         *,
         decision_id: Any,
         request: Any,

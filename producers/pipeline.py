@@ -26,7 +26,7 @@ from schemas.errors import BlackboxError, ContractError, TransportError
 if TYPE_CHECKING:
     from producers.evidence import Signer
 
-__all__ = ["Prepared", "Stage", "StageFailed", "prepare_capture", "prepare_flag", "sign_flag"]
+__all__ = ["Prepared", "Stage", "StageFailed", "prepare_capture", "prepare_flag"]
 
 # "record": values the runtime gave could not be recorded as given (producers/unrecordable.py);
 # the capture was still made, with markers in their place.
@@ -94,7 +94,9 @@ def prepare_capture(
 
 
 def prepare_flag(value: dict[str, Any], *, signer: Signer | None) -> Prepared:
-    """Sign (when a signer is given) and encode one flag event."""
+    """Sign (when a signer is given, :func:`producers.evidence.sign_flag`) and encode one flag event."""
+    from producers.evidence import sign_flag
+
     stage: Stage = "seal"
     try:
         if signer is not None:
@@ -103,29 +105,6 @@ def prepare_flag(value: dict[str, Any], *, signer: Signer | None) -> Prepared:
         return Prepared(encode_event("flag", value))
     except Exception as exc:
         raise StageFailed(stage, as_blackbox(exc)) from exc
-
-
-def sign_flag(value: dict[str, Any], signer: Signer) -> dict[str, Any]:
-    """The flag event with its ``signature`` block: ed25519 over the DSSE PAE of the RFC 8785 bytes
-    of the event without ``signature`` (payload type ``FLAG_PAYLOAD_TYPE``), as in the flag schema.
-
-    A verifier rebuilds the DSSE envelope (payload = those canonical bytes, keyid = publicKeyRef)
-    and calls :func:`producers.evidence.verify_event`.
-    """
-    from producers.evidence import FLAG_PAYLOAD_TYPE, canonical_json, pae
-    from producers.evidence.dsse import b64encode
-
-    unsigned = {key: item for key, item in value.items() if key != "signature"}
-    payload = canonical_json(unsigned, path="flag")
-    signature = signer.sign(pae(FLAG_PAYLOAD_TYPE, payload))
-    return {
-        **unsigned,
-        "signature": {
-            "algorithm": "ed25519",
-            "publicKeyRef": signer.public_key_ref,
-            "signatureBytes": "base64:" + b64encode(signature),
-        },
-    }
 
 
 def as_blackbox(exc: BaseException) -> BlackboxError:

@@ -41,17 +41,11 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from producers import unrecordable as check
 from producers.claimcheck import ClaimChecker
+from producers.clock import Clock, system_clock
 from producers.config import AgentConfig, ReplayPolicy, agent_config, pin_config
-from producers.decision import Clock, DecisionBuilder, format_timestamp, system_clock
-from producers.pipeline import (
-    Prepared,
-    Stage,
-    StageFailed,
-    as_blackbox,
-    prepare_capture,
-    prepare_flag,
-    sign_flag,
-)
+from producers.decision import DecisionBuilder
+from producers.evidence.events import flag_event
+from producers.pipeline import Prepared, Stage, StageFailed, as_blackbox, prepare_capture, prepare_flag
 from producers.policy import CapturePolicy
 from schemas.errors import BlackboxError, ContractError, QueueFull, TransportError, Unrecordable
 
@@ -59,9 +53,9 @@ if TYPE_CHECKING:
     from producers.blobstore import BlobStore
     from producers.evidence import Signer
     from producers.settings import BlackboxSettings
-    from producers.transport import DeliveryFailed, Transport
+    from producers.transports import DeliveryFailed, Transport
 
-__all__ = ["CaptureFailure", "DecisionBuilder", "Recorder", "RecorderStats", "sign_flag"]
+__all__ = ["CaptureFailure", "DecisionBuilder", "Recorder", "RecorderStats"]
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +212,7 @@ class Recorder:
         from producers.blobstore import open_blob_store
         from producers.evidence import load_signer
         from producers.settings import load_settings
-        from producers.transport import open_transport
+        from producers.transports import open_sender
 
         settings = settings or load_settings()
         if signer is None:
@@ -227,7 +221,7 @@ class Recorder:
             agent_id=agent_id,
             runtime_id=runtime_id,
             signer=signer,
-            transport=transport or open_transport(settings, **(transport_options or {})),
+            transport=transport or open_sender(settings, **(transport_options or {})),
             blob_store=blob_store or open_blob_store(settings),
             policy=policy or CapturePolicy.from_settings(settings),
             max_message_bytes=settings.max_message_bytes,
@@ -321,13 +315,13 @@ class Recorder:
                     f"decision_id and reason must be strings, got {type(decision_id).__name__} and "
                     f"{type(reason).__name__}"
                 )
-            value = {
-                "decisionId": decision_id,
-                "agentId": self.agent_id,
-                "reason": reason,
-                "flaggedAt": format_timestamp(flagged_at or self._now([])),
-                "failure": bool(failure),
-            }
+            value = flag_event(
+                decision_id,
+                agent_id=self.agent_id,
+                reason=reason,
+                flagged_at=flagged_at or self._now([]),
+                failure=failure,
+            )
         except Exception as exc:
             self._lost("flag", decision_id if isinstance(decision_id, str) else None, as_blackbox(exc))
             return False

@@ -13,8 +13,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,31 @@ def minio_config() -> dict[str, Any]:
     if not client.bucket_exists(cfg["bucket"]):
         pytest.fail(f"MinIO bucket {cfg['bucket']!r} is missing; {START_HINT}", pytrace=False)
     return cfg
+
+
+@pytest.fixture
+def new_kafka_topic(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
+    """``new_kafka_topic("prefix", partitions=3)`` creates a fresh topic on the real broker and returns its
+    name; every topic made this way is deleted when the test ends."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    made: list[str] = []
+
+    def make(prefix: str = "bbtest", *, partitions: int = 1) -> str:
+        name = f"{prefix}.{uuid.uuid4().hex[:10]}"
+        for future in admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1)]
+        ).values():
+            future.result(30)
+        made.append(name)
+        return name
+
+    yield make
+    if made:
+        for future in admin.delete_topics(made).values():
+            with suppress(Exception):
+                future.result(30)
 
 
 @dataclass(frozen=True)

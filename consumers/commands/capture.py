@@ -179,9 +179,6 @@ def emit_capture_file(file: str, *, settings: Any, timeout: float, max_bytes: in
     encode_capture(sealed)  # refuse what cannot be stored before anything is sent
 
     failures: list[CaptureFailure] = []
-    options: dict[str, Any] = {}
-    if settings.transport == "kafka":
-        options["message_timeout_ms"] = max(1000, int(timeout * 1000))
     recorder = Recorder.from_settings(
         settings,
         agent_id=sealed["agentId"],
@@ -189,7 +186,7 @@ def emit_capture_file(file: str, *, settings: Any, timeout: float, max_bytes: in
         signer=signer,
         on_error=failures.append,
         consequential_wait=timeout,
-        transport_options=options,
+        transport_options={"delivery_timeout": timeout},
     )
     recorder.record(sealed)
     delivered = recorder.close(timeout)

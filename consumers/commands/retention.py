@@ -217,7 +217,7 @@ def flag_command(
 ) -> None:
     """Send flag_consequential for a decision through the configured transport."""
     from consumers.retention.flag import agent_of, send_flag, signer_for
-    from producers.transport import open_transport
+    from producers.transports import open_sender
 
     settings = load_settings()
     if not reason.strip():
@@ -237,7 +237,7 @@ def flag_command(
             "ingest only accepts signed flags. Pass --unsigned to send anyway.",
             path="signing_key",
         )
-    transport = open_transport(settings)
+    transport = open_sender(settings)
     try:
         sent = send_flag(
             transport, decision_id, agent_id=agent, reason=reason, failure=failure, signer=signer

@@ -47,11 +47,12 @@ from consumers.retention.policy import RetentionPolicy, default_policy
 from producers.blobstore import BlobStore
 from producers.claimcheck import resolve_claim_check
 from producers.evidence import TrustStore
+from producers.transports.base import DeadLetter, DeadLetterSink, SourceMessage
 from schemas.codec import decode
 from schemas.errors import BlobNotFound, ContentHashMismatch, DecodeError, VerificationError
 
 from .admission import IntegerRanges, integer_ranges, unexpected_reason
-from .dlq import DeadLetter, DeadLetterSink, DlqLimit, DlqLimitState
+from .dlq import DlqLimit, DlqLimitState
 from .flags import pending_reasons, upgrade_indexed, verify_flag
 from .prepare import (
     PrepareContext,
@@ -63,7 +64,6 @@ from .prepare import (
     quarantine_reason,
 )
 from .segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
-from .source import SourceMessage
 
 __all__ = ["BatchProcessor", "BatchResult", "manifest_json", "source_of", "utc_now"]
 

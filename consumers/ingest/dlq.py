@@ -1,15 +1,17 @@
-"""Dead letters: messages that can never be ingested, kept with why and where they came from.
+"""Dead letters, ingest's side: which messages are dead-lettered, and when to stop instead.
 
 A message is dead-lettered when its bytes are not a blackbox message (truncated Avro, bad magic byte,
-unknown schema fingerprint, a claim check whose body is missing or does not match its hash). The
-original bytes and key are kept; headers say ``reason`` (a short code), ``detail`` (the error text),
-and ``original_topic`` / ``original_partition`` / ``original_offset``. The partition keeps moving.
+unknown schema fingerprint, a claim check whose body is missing or does not match its hash): see
+:data:`DLQ_REASONS`. Where the letter goes - a Kafka topic, or a directory in embedded mode - is the
+transport backend's dead-letter path (:mod:`producers.transports`), reached through
+:class:`~producers.transports.base.DeadLetterSink`; the original bytes and key are kept with the
+reason and the original position. The partition keeps moving.
 
 Captures that decode but fail verification or a later check (:mod:`consumers.ingest.admission`, or
 an unexpected error while preparing them) are *not* dead letters: they are quarantined (kept in a
 quarantine segment and the ``quarantine`` table) by :mod:`consumers.ingest.batch`. In embedded mode a
-spool *file* that cannot be read at all is moved aside into the spool's ``dead-letter/`` directory by
-:mod:`consumers.ingest.spool_source`; its records never become messages.
+spool *file* that cannot be read at all is moved aside by the spool backend
+(:mod:`producers.transports.spool.source`); its records never become messages.
 
 :class:`DlqLimit` stops the consumer instead of dead-lettering everything when something is clearly
 misconfigured (wrong schemas deployed, the wrong topic): see its docstring for the rule.
@@ -17,19 +19,12 @@ misconfigured (wrong schemas deployed, the wrong topic): see its docstring for t
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
 
-from schemas.errors import BlackboxError, TransportError
+from producers.transports.base import DlqLimitExceeded
 
-from .segments import partition_label
-from .source import SourceMessage
+__all__ = ["DLQ_REASONS", "DlqLimit", "DlqLimitExceeded", "DlqLimitState"]
 
 DLQ_REASONS = (
     "decode_error",  # not Avro single-object bytes of a known kind (truncated, bad magic, bad body)
@@ -39,132 +34,6 @@ DLQ_REASONS = (
     "claim_check_undecodable",  # the claim check's blob is not a capture
     "unexpected_error",  # an error no rule anticipated (the detail names it); the batch goes on
 )
-
-
-class DlqLimitExceeded(BlackboxError):
-    """A whole batch was invalid after too many consecutive invalid messages: stop, do not dead-letter."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    message: SourceMessage
-    reason: str
-    detail: str
-
-    def headers(self) -> list[tuple[str, str | bytes | None]]:
-        m = self.message
-        return [
-            ("reason", self.reason.encode()),
-            ("detail", self.detail.encode("utf-8", "replace")[:2000]),
-            ("original_topic", m.topic.encode()),
-            ("original_partition", str(m.partition).encode()),
-            ("original_offset", str(m.offset).encode()),
-        ]
-
-
-class DeadLetterSink(Protocol):
-    """Where dead letters go; :meth:`flush` returns only when every letter sent so far is durable."""
-
-    def send(self, letters: Sequence[DeadLetter]) -> None: ...
-
-    def flush(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class KafkaDeadLetters:
-    """Dead letters to a Kafka topic (default ``blackbox.captures.v1.dlq``), original key kept."""
-
-    def __init__(self, *, bootstrap: str, topic: str, config: dict[str, Any] | None = None) -> None:
-        from confluent_kafka import Producer
-
-        self.topic = topic
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "enable.idempotence": True,
-                "acks": "all",
-                "compression.type": "zstd",
-                "linger.ms": 5,
-                "message.timeout.ms": 60_000,
-                "logger": logging.getLogger("consumers.ingest.librdkafka"),
-                **(config or {}),
-            }
-        )
-        self._lock = threading.Lock()
-        self._errors: list[str] = []
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            with self._lock:
-                self._errors.append(str(err))
-
-    def send(self, letters: Sequence[DeadLetter]) -> None:
-        for letter in letters:
-            while True:
-                try:
-                    self._producer.produce(
-                        self.topic,
-                        value=letter.message.value,
-                        key=letter.message.key,
-                        headers=letter.headers(),
-                        on_delivery=self._on_delivery,
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.1)
-            self._producer.poll(0)
-
-    def flush(self) -> None:
-        remaining = self._producer.flush(60)
-        with self._lock:
-            errors, self._errors = self._errors, []
-        if remaining:
-            raise TransportError(f"{remaining} dead letters not delivered to {self.topic} within 60 s")
-        if errors:
-            raise TransportError(f"dead letters to {self.topic} failed: {errors[0]} ({len(errors)} in all)")
-
-    def close(self) -> None:
-        self._producer.flush(10)
-
-
-class LocalDeadLetters:
-    """Embedded mode: one ``.msg`` file (the original bytes) and one ``.json`` file (headers) per letter.
-
-    Paths are ``<dir>/<partition>/<offset:019d>.{msg,json}``, so a redelivered letter overwrites itself.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def send(self, letters: Sequence[DeadLetter]) -> None:
-        for letter in letters:
-            m = letter.message
-            folder = self.directory / partition_label(m.partition)
-            folder.mkdir(parents=True, exist_ok=True)
-            stem = folder / f"{m.offset:019d}"
-            meta: dict[str, str | None] = {
-                name: value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-                for name, value in letter.headers()
-            }
-            meta["key"] = m.key.decode("utf-8", "replace") if m.key is not None else None
-            _write_atomic(stem.with_suffix(".msg"), m.value)
-            _write_atomic(stem.with_suffix(".json"), json.dumps(meta, indent=2).encode())
-
-    def flush(self) -> None:
-        """Nothing buffered: :meth:`send` fsyncs each file before renaming it into place."""
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
+from producers.transports.base import Partition, Source, SourceMessage, first_offsets, next_offsets
 from schemas.errors import BlobStoreError, IndexError_, TransportError
-
-from .source import Partition, Source, SourceMessage, first_offsets, next_offsets
 
 if TYPE_CHECKING:
     from .batch import BatchProcessor, BatchResult

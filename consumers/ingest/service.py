@@ -1,5 +1,7 @@
 """Wiring: settings → source, blob store, index, trust store, DLQ → one ingest loop.
 
+The source and the dead-letter path are the configured transport backend's
+(:func:`producers.transports.open_source` / :func:`~producers.transports.open_dead_letter`):
 ``transport = "kafka"`` consumes the topic as group ``consumer_group`` and dead-letters to
 ``dlq_topic``; ``transport = "spool"`` (embedded) reads the local spool, keeps its checkpoint in
 ``<data_dir>/ingest/spool-checkpoint.json``, writes dead letters under ``<data_dir>/dlq`` and moves
@@ -24,13 +26,11 @@ from consumers.retention.policy import RetentionPolicy, policy_for_settings
 from producers.blobstore import BlobStore, open_blob_store
 from producers.evidence import TrustStore
 from producers.settings import BlackboxSettings
+from producers.transports import DeadLetterSink, Source, open_dead_letter, open_source
 
 from .batch import BatchProcessor
-from .consumer import KafkaSource
-from .dlq import DeadLetterSink, DlqLimit, KafkaDeadLetters, LocalDeadLetters
+from .dlq import DlqLimit
 from .loop import IngestLoop, LoopConfig, LoopStats, kill_at
-from .source import Source
-from .spool_source import SpoolSource
 
 logger = logging.getLogger(__name__)
 
@@ -144,24 +144,10 @@ def build_service(
     index = index or open_index(settings, database=database)
     try:
         store = store or open_blob_store(settings)
-        dead_letters: DeadLetterSink
-        source: Source
-        if settings.transport == "kafka":
-            dead_letters = KafkaDeadLetters(bootstrap=settings.kafka_bootstrap, topic=settings.dlq_topic)
-            source = KafkaSource(
-                bootstrap=settings.kafka_bootstrap,
-                topic=settings.topic,
-                group=settings.consumer_group,
-                config=kafka_config,
-            )
-        else:
-            dead_letters = LocalDeadLetters(settings.data_dir / "dlq")
-            source = SpoolSource(
-                directory=settings.resolved_spool_dir,
-                checkpoint=settings.data_dir / "ingest" / "spool-checkpoint.json",
-                topic=settings.topic,
-                max_dead_files=(dlq_limit or DlqLimit()).max_consecutive_invalid,
-            )
+        dead_letters = open_dead_letter(settings)
+        source = open_source(
+            settings, config=kafka_config, max_dead_files=(dlq_limit or DlqLimit()).max_consecutive_invalid
+        )
         processor = BatchProcessor(
             store=store,
             index=index,

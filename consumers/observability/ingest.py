@@ -18,7 +18,7 @@ from .health import Health
 
 if TYPE_CHECKING:
     from consumers.ingest.batch import BatchResult
-    from consumers.ingest.source import Partition
+    from producers.transports.base import Partition
 
 __all__ = ["IngestTelemetry"]
 

@@ -1,11 +1,11 @@
 """``blackbox flag``: an operator's flag_consequential, sent like the Recorder's.
 
-The flag event (``{"decisionId","agentId","reason","flaggedAt","failure"}``, signed with the configured
-key the way the Recorder signs its flags) goes through the configured transport, keyed
-by the agent id so it follows the agent's captures in order. The signature is the inline block ingest
-checks (:meth:`consumers.ingest.batch.BatchProcessor._verify_flag`). Ingest verifies it, stores it in
-``flags`` and upgrades the decision; compaction then promotes the decision's content if the flag came
-before its content window ended (:meth:`RetentionPolicy.promotes`).
+The flag event is the Recorder's: built by :func:`producers.evidence.flag_event`, signed with the
+configured key by :func:`producers.evidence.sign_flag`, and sent through the configured transport,
+keyed by the agent id so it follows the agent's captures in order. Ingest verifies it
+(:func:`producers.evidence.verify_flag`), stores it in ``flags`` and upgrades the decision;
+compaction then promotes the decision's content if the flag came before its content window ended
+(:meth:`RetentionPolicy.promotes`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from consumers.retention.clock import Clock, SystemClock
+from producers.evidence.events import flag_event, sign_flag
 from schemas.errors import CaptureNotFound, TransportError
 
 if TYPE_CHECKING:
     from consumers.index import Index
     from producers.evidence import Signer
     from producers.settings import BlackboxSettings
-    from producers.transport import DeliveryFailed, Transport
+    from producers.transports import DeliveryFailed, Transport
 
-__all__ = ["FlagSent", "agent_of", "flag_event", "send_flag", "sign_flag", "signer_for"]
+__all__ = ["FlagSent", "agent_of", "send_flag", "signer_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,46 +33,6 @@ class FlagSent:
 
     value: dict[str, Any]
     signed: bool
-
-
-def flag_event(
-    decision_id: str,
-    *,
-    agent_id: str,
-    reason: str,
-    failure: bool,
-    clock: Clock | None = None,
-    signer: Signer | None = None,
-) -> dict[str, Any]:
-    """The flag event value, signed when ``signer`` is given."""
-    from producers.decision import format_timestamp
-
-    value: dict[str, Any] = {
-        "decisionId": decision_id,
-        "agentId": agent_id,
-        "reason": reason,
-        "flaggedAt": format_timestamp((clock or SystemClock()).now()),
-        "failure": failure,
-    }
-    return sign_flag(value, signer) if signer is not None else value
-
-
-def sign_flag(value: dict[str, Any], signer: Signer) -> dict[str, Any]:
-    """The flag with its inline ``signature`` block, as ingest verifies it: ed25519 over the DSSE PAE
-    (payload type ``FLAG_PAYLOAD_TYPE``) of the RFC 8785 bytes of the event without ``signature``."""
-    from producers.evidence import FLAG_PAYLOAD_TYPE, canonical_json, pae
-    from producers.evidence.dsse import b64encode
-
-    unsigned = {key: item for key, item in value.items() if key != "signature"}
-    payload = canonical_json(unsigned, path="flag")
-    return {
-        **unsigned,
-        "signature": {
-            "algorithm": "ed25519",
-            "publicKeyRef": signer.public_key_ref,
-            "signatureBytes": "base64:" + b64encode(signer.sign(pae(FLAG_PAYLOAD_TYPE, payload))),
-        },
-    }
 
 
 def send_flag(
@@ -89,8 +50,14 @@ def send_flag(
     from schemas.codec import encode_event
 
     value = flag_event(
-        decision_id, agent_id=agent_id, reason=reason, failure=failure, clock=clock, signer=signer
+        decision_id,
+        agent_id=agent_id,
+        reason=reason,
+        flagged_at=(clock or SystemClock()).now(),
+        failure=failure,
     )
+    if signer is not None:
+        value = sign_flag(value, signer)
     data = encode_event("flag", value)
     done = threading.Event()
     outcome: list[DeliveryFailed | None] = []

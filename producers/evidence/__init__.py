@@ -12,12 +12,19 @@ wherever it is read (:func:`verify_capture`). Module map:
 - :mod:`~producers.evidence.keys` — :class:`Signer`, key files, key ids
 - :mod:`~producers.evidence.trust` — :class:`TrustStore` (validity windows, revocation)
 - :mod:`~producers.evidence.seal` / :mod:`~producers.evidence.verify` — the two entry points
-- :mod:`~producers.evidence.events` — signed flag events
+- :mod:`~producers.evidence.events` — flag events: the builder, signing and verifying
 """
 
 from producers.evidence.canonical import canonical_json, content_hash, json_hash, text_hash
 from producers.evidence.dsse import pae
-from producers.evidence.events import FLAG_PAYLOAD_TYPE, sign_event, verify_event
+from producers.evidence.events import (
+    FLAG_PAYLOAD_TYPE,
+    flag_event,
+    sign_event,
+    sign_flag,
+    verify_event,
+    verify_flag,
+)
 from producers.evidence.keys import (
     Signer,
     generate_keypair,
@@ -55,6 +62,7 @@ __all__ = [
     "content_hash",
     "content_parts",
     "context_set_hash",
+    "flag_event",
     "generate_keypair",
     "iter_parts",
     "json_hash",
@@ -69,9 +77,11 @@ __all__ = [
     "public_raw",
     "seal",
     "sign_event",
+    "sign_flag",
     "text_hash",
     "verify_capture",
     "verify_event",
+    "verify_flag",
     "working_set_leaves",
     "working_set_root",
 ]

@@ -41,7 +41,7 @@ from recorder_testdata import configure, make_content, new_signer, record
 
 from producers.policy import CapturePolicy
 from producers.recorder import Recorder
-from producers.transport import KafkaTransport
+from producers.transports.kafka.sender import KafkaTransport
 
 VARIANTS = 16
 LINGER_MS = 10

@@ -12,11 +12,11 @@ from ingest_testdata import chdb_index, encoded, flag_bytes, make_capture, new_s
 
 from consumers.index import ChdbIndex
 from consumers.ingest.batch import BatchProcessor
-from consumers.ingest.dlq import LocalDeadLetters
 from consumers.ingest.show import load_capture
-from consumers.ingest.source import SourceMessage
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore, verify_capture
+from producers.transports.base import SourceMessage
+from producers.transports.spool.dead_letter import LocalDeadLetters
 
 TOPIC = "blackbox.captures.v1"
 SUPPORT = "agt_support_1"

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from consumers.ingest.classify import classify, parse_timestamp, retention_class
-from consumers.ingest.dlq import DeadLetter, DlqLimit, DlqLimitExceeded, DlqLimitState, LocalDeadLetters
-from consumers.ingest.source import SourceMessage, first_offsets, next_offsets
+from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded, DlqLimitState
 from consumers.retention.policy import default_policy
+from producers.transports.base import DeadLetter, SourceMessage, first_offsets, next_offsets
+from producers.transports.spool.dead_letter import LocalDeadLetters
 from schemas.errors import ContractError
 
 NOW = datetime(2026, 8, 1, tzinfo=UTC)

@@ -22,17 +22,18 @@ from ingest_testdata import (
 
 from consumers.index import ChdbIndex
 from consumers.ingest.batch import BatchProcessor
-from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded, LocalDeadLetters
+from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded
 from consumers.ingest.segments import SegmentCorrupt
 from consumers.ingest.service import build_service
 from consumers.ingest.show import StoredCaptureMismatch, load_capture
-from consumers.ingest.source import SourceMessage
 from consumers.ingest.verify_stored import IndexRowMismatch, verify_stored
 from producers.blobstore import LocalBlobStore
 from producers.claimcheck import claim_key
 from producers.evidence import Signer, TrustStore
 from producers.settings import load_settings
-from producers.spool import SpoolWriter
+from producers.transports.base import SourceMessage
+from producers.transports.spool.dead_letter import LocalDeadLetters
+from producers.transports.spool.files import SpoolWriter
 from schemas.codec import encode_event, fingerprint
 from schemas.errors import CaptureNotFound, ContentHashMismatch, SignatureInvalid
 

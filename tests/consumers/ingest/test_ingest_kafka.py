@@ -32,14 +32,14 @@ from ingest_testdata import (
 )
 
 from consumers.index import ChdbIndex, run_trend
-from consumers.ingest.consumer import KafkaSource
 from consumers.ingest.service import build_service
 from consumers.ingest.show import load_capture
 from producers.blobstore import S3BlobStore
 from producers.evidence import seal
 from producers.policy import CapturePolicy
 from producers.recorder import CaptureFailure, Recorder
-from producers.transport import KafkaTransport
+from producers.transports.kafka.sender import KafkaTransport
+from producers.transports.kafka.source import KafkaSource
 from schemas.codec import encode_capture, normalize_capture
 
 # the index helper's synthetic fleet and its trend ground truth

@@ -19,17 +19,18 @@ from ingest_testdata import chdb_index, encoded, make_capture, new_signer, seale
 
 from consumers.index import ChdbIndex
 from consumers.ingest.batch import BatchProcessor
-from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded, LocalDeadLetters
+from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded
 from consumers.ingest.loop import LoopConfig
 from consumers.ingest.service import build_service
 from consumers.ingest.show import load_capture
-from consumers.ingest.source import SourceMessage
-from consumers.ingest.spool_source import DEAD_LETTER_DIR, SpoolSource
 from consumers.retention.policy import MAX_EXPIRES_AT
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore
 from producers.settings import BlackboxSettings, load_settings
-from producers.spool import SPOOL_RECORD_SCHEMA, SpoolWriter, spool_files
+from producers.transports.base import SourceMessage
+from producers.transports.spool.dead_letter import DEAD_LETTER_DIR, LocalDeadLetters
+from producers.transports.spool.files import SPOOL_RECORD_SCHEMA, SpoolWriter, spool_files
+from producers.transports.spool.source import SpoolSource
 from schemas.codec import encode_capture
 
 TOPIC = "blackbox.captures.v1"

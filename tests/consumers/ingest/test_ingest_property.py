@@ -35,12 +35,12 @@ from consumers.index import ChdbIndex
 from consumers.ingest.loop import LoopConfig
 from consumers.ingest.service import build_service
 from consumers.ingest.show import load_capture
-from consumers.ingest.spool_source import DEAD_LETTER_DIR
 from consumers.ingest.verify_stored import verify_stored
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore, seal
 from producers.settings import load_settings
-from producers.spool import SPOOL_RECORD_SCHEMA
+from producers.transports.spool.dead_letter import DEAD_LETTER_DIR
+from producers.transports.spool.files import SPOOL_RECORD_SCHEMA
 from schemas.codec import encode_capture
 
 _ids = itertools.count()

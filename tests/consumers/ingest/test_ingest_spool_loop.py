@@ -1,71 +1,16 @@
-"""The spool source (embedded progress tracking) and the ingest loop's commit discipline, with fakes."""
+"""The ingest loop's commit discipline, with fakes (the spool source itself: tests/producers/transports)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from consumers.ingest.batch import BatchResult
 from consumers.ingest.loop import IngestLoop, LoopConfig, kill_at
-from consumers.ingest.source import SourceMessage
-from consumers.ingest.spool_source import SpoolSource
-from producers.spool import SpoolWriter, spool_files
-from schemas.errors import BlobStoreError, TransportError
-
-
-def _publish(directory: Path, *files: Sequence[bytes]) -> None:
-    """One writer publishing ``files`` in order (one writer's files sort in publication order)."""
-    writer = SpoolWriter(directory)
-    for values in files:
-        for v in values:
-            writer.append(b"agt", v)
-        writer.publish()
-
-
-def _source(tmp_path: Path) -> SpoolSource:
-    return SpoolSource(directory=tmp_path / "spool", checkpoint=tmp_path / "ckpt.json", topic="t")
-
-
-def test_spool_source_reads_in_order_and_commits_progress(tmp_path: Path) -> None:
-    spool = tmp_path / "spool"
-    _publish(spool, [b"a0", b"a1", b"a2"], [b"b0", b"b1"])
-    src = _source(tmp_path)
-    first = src.consume(4, 0.1)
-    assert [m.value for m in first] == [b"a0", b"a1", b"a2", b"b0"]
-    assert [m.offset for m in first] == [0, 1, 2, 0]
-    assert isinstance(first[0].partition, str) and first[0].key == b"agt"
-    src.commit({first[0].partition: 3, first[3].partition: 1})
-    assert len(spool_files(spool)) == 1  # the first file is fully committed: out of the spool
-    src.close()
-
-    again = _source(tmp_path)  # a restart resumes after the last commit
-    rest = again.consume(10, 0.1)
-    assert [m.value for m in rest] == [b"b1"]
-    assert again.caught_up()
-    again.commit({rest[0].partition: 2})
-    assert spool_files(spool) == []
-    assert again.consume(10, 0.05) == []
-    again.close()
-
-
-def test_uncommitted_records_are_read_again_after_restart(tmp_path: Path) -> None:
-    _publish(tmp_path / "spool", [b"x0", b"x1"])
-    src = _source(tmp_path)
-    assert len(src.consume(10, 0.1)) == 2
-    src.close()  # no commit: "crash"
-    again = _source(tmp_path)
-    assert [m.value for m in again.consume(10, 0.1)] == [b"x0", b"x1"]
-    again.close()
-
-
-def test_one_embedded_consumer_per_spool(tmp_path: Path) -> None:
-    src = _source(tmp_path)
-    with pytest.raises(TransportError, match="another embedded consumer"):
-        _source(tmp_path)
-    src.close()
+from producers.transports.base import SourceMessage
+from schemas.errors import BlobStoreError
 
 
 @dataclass

@@ -19,7 +19,7 @@ import pytest
 from ingest_testdata import encoded, make_capture, new_signer, trust_for
 
 from consumers.ingest.lifeline import Lifeline, watch_parent
-from producers.spool import SpoolWriter
+from producers.transports.spool.files import SpoolWriter
 
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
 

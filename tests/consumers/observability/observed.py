@@ -15,7 +15,7 @@ from pathlib import Path
 from ingest_testdata import encoded, make_capture, new_signer, sealed, trust_for
 from prometheus_client.parser import text_string_to_metric_families
 
-from producers.spool import SpoolWriter
+from producers.transports.spool.files import SpoolWriter
 from schemas.codec import encode_capture
 
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))

@@ -18,13 +18,13 @@ from observed import BLACKBOX, GOOD, cli_env, free_port, get, run_cli, samples, 
 from prometheus_client import CollectorRegistry
 
 from consumers.ingest.batch import BatchResult
-from consumers.ingest.consumer import KafkaSource
 from consumers.ingest.loop import IngestLoop, LoopConfig
-from consumers.ingest.source import SourceMessage
 from consumers.observability.health import Health
 from consumers.observability.ingest import IngestTelemetry
 from consumers.observability.metrics import INGEST_REGISTRY
 from consumers.observability.server import ListenAddress, MetricsEndpointError, parse_listen, serve
+from producers.transports.base import SourceMessage
+from producers.transports.kafka.source import KafkaSource
 from schemas.errors import BlobStoreError, TransportError
 
 

@@ -30,7 +30,7 @@ from producers.evidence import (
 )
 from producers.evidence.dsse import b64decode, make_envelope
 from producers.settings import load_settings
-from producers.spool import read_spool
+from producers.transports.spool.files import read_spool
 from schemas.codec import decode
 from schemas.errors import CaptureNotFound, RetentionError
 

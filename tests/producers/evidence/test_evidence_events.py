@@ -1,14 +1,24 @@
-"""Signed flag events (DSSE envelope)."""
+"""Flag events: the one builder, and their signatures (inline block and DSSE envelope)."""
 
 from __future__ import annotations
 
 import base64
 import copy
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from producers.evidence import FLAG_PAYLOAD_TYPE, Signer, TrustStore, pae, sign_event, verify_event
+from producers.evidence import (
+    FLAG_PAYLOAD_TYPE,
+    Signer,
+    TrustStore,
+    flag_event,
+    pae,
+    sign_event,
+    sign_flag,
+    verify_event,
+    verify_flag,
+)
 from schemas.errors import KeyNotTrusted, SignatureInvalid
 
 FLAG = {
@@ -62,3 +72,51 @@ def test_window_is_checked_at_flagged_at(signer: Signer) -> None:
         verify_event(
             sign_event(FLAG, signer), store, at=datetime(2026, 8, 1, tzinfo=UTC) + timedelta(seconds=1)
         )
+
+
+# --- the inline form the Recorder and `blackbox flag` send, ingest verifies ------------------------
+
+
+def test_flag_event_is_the_schema_record() -> None:
+    moment = datetime(2026, 7, 24, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    assert flag_event(
+        "dec_1", agent_id="agt_support_1", reason="chargeback", flagged_at=moment, failure=True
+    ) == {
+        "decisionId": "dec_1",
+        "agentId": "agt_support_1",
+        "reason": "chargeback",
+        "flaggedAt": "2026-07-24T08:00:00.123Z",
+        "failure": True,
+    }
+    with pytest.raises(ValueError, match="timezone-aware"):
+        flag_event("dec_1", agent_id="a", reason="r", flagged_at=datetime(2026, 7, 24), failure=False)
+
+
+def test_sign_flag_carries_the_envelope_signature_and_verify_flag_checks_it(
+    signer: Signer, trust: TrustStore
+) -> None:
+    signed = sign_flag(FLAG, signer)
+    assert signed["signature"]["algorithm"] == "ed25519"
+    assert signed["signature"]["publicKeyRef"] == signer.public_key_ref
+    # one signature, two forms: the inline bytes are the envelope's (ed25519 is deterministic)
+    assert (
+        signed["signature"]["signatureBytes"] == "base64:" + sign_event(FLAG, signer)["signatures"][0]["sig"]
+    )
+    assert verify_flag(signed, trust) == FLAG
+    assert sign_flag(signed, signer) == signed  # re-signing replaces the block, never nests it
+
+
+def test_verify_flag_refuses_unsigned_tampered_malformed_and_untrusted(
+    signer: Signer, trust: TrustStore
+) -> None:
+    signed = sign_flag(FLAG, signer)
+    with pytest.raises(SignatureInvalid, match="not signed"):
+        verify_flag(FLAG, trust)
+    with pytest.raises(SignatureInvalid):
+        verify_flag({**signed, "reason": "something else"}, trust)
+    malformed = {**signed, "signature": {**signed["signature"], "signatureBytes": "base64:!!"}}
+    with pytest.raises(SignatureInvalid, match="malformed flag signature") as info:
+        verify_flag(malformed, trust)
+    assert info.value.part == "signature"
+    with pytest.raises(KeyNotTrusted):
+        verify_flag(sign_flag(FLAG, Signer.from_seed(bytes(32))), trust)

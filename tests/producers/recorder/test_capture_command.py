@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from consumers.commands.capture import MAX_DOCUMENT_DEPTH, register
 from producers.evidence import Signer, TrustStore, seal, verify_capture
 from producers.evidence.dsse import b64encode
-from producers.spool import read_spool
+from producers.transports.spool.files import read_spool
 from schemas.codec import decode
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "schemas" / "examples" / "capture.unsealed.json"

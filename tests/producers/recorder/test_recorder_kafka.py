@@ -1,5 +1,5 @@
 """The Recorder against the real broker: volume and verification, an unreachable broker, a broker that
-comes up late, claim check through MinIO, and the transport's own delivery contract."""
+comes up late, claim check through MinIO (the transport's own contract: tests/producers/transports)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from producers.claimcheck import resolve_claim_check
 from producers.evidence import verify_capture
 from producers.policy import CapturePolicy
 from producers.recorder import CaptureFailure, Recorder
-from producers.transport import DeliveryFailed, KafkaTransport
+from producers.transports import DeliveryFailed
+from producers.transports.kafka.sender import KafkaTransport
 from schemas.codec import decode
 
 pytestmark = pytest.mark.kafka
@@ -275,14 +276,3 @@ def test_two_megabyte_capture_goes_by_claim_check(
     assert capture["decisionId"] == big.decision_id
     verify_capture(capture, trust_for(signer))
     store.delete(claim["blobKey"])
-
-
-def test_kafka_transport_close_fails_undelivered_through_callbacks() -> None:
-    transport = KafkaTransport(bootstrap="127.0.0.1:1", topic="never", message_timeout_ms=600_000)
-    results: list[DeliveryFailed | None] = []
-    for i in range(3):
-        transport.send(b"k", b"v%d" % i, results.append)
-    assert transport.flush(0.2) == 3
-    transport.close(0.2)
-    assert len(results) == 3
-    assert all(isinstance(r, DeliveryFailed) and r.code.startswith("_PURGE") for r in results)

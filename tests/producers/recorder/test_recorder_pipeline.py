@@ -32,8 +32,9 @@ from producers.evidence import (
 from producers.evidence.dsse import b64encode
 from producers.policy import CapturePolicy
 from producers.recorder import CaptureFailure, Recorder
-from producers.spool import read_spool
-from producers.transport import DeliveryCallback, DeliveryFailed, SpoolTransport
+from producers.transports import DeliveryCallback, DeliveryFailed
+from producers.transports.spool.files import read_spool
+from producers.transports.spool.sender import SpoolTransport
 from schemas.codec import Decoded, decode
 from schemas.errors import ContractError, QueueFull, TransportError
 
@@ -549,7 +550,7 @@ import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from recorder_testdata import configure, make_content, new_signer, record
 from producers.recorder import Recorder
-from producers.transport import SpoolTransport
+from producers.transports.spool.sender import SpoolTransport
 rec = Recorder(agent_id="agt_exit", transport=SpoolTransport({str(tmp_path)!r}, linger_ms=60_000), signer=new_signer())
 configure(rec)
 for _ in range(3):

@@ -18,8 +18,8 @@ from recorder_testdata import StepClock, configure, new_signer, trust_for
 from producers.evidence import Signer, TrustStore, verify_capture
 from producers.policy import CapturePolicy
 from producers.recorder import CaptureFailure, Recorder
-from producers.spool import read_spool
-from producers.transport import SpoolTransport
+from producers.transports.spool.files import read_spool
+from producers.transports.spool.sender import SpoolTransport
 from producers.unrecordable import MARKER, MARKER_KEY, MAX_DEPTH
 from schemas.codec import decode
 from schemas.errors import Unrecordable

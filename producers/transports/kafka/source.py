@@ -1,4 +1,5 @@
-"""The Kafka source: a consumer group on ``blackbox.captures.v1`` with manual, synchronous commits.
+"""Kafka's receiving side, what ingest reads: a consumer group on ``blackbox.captures.v1`` with
+manual, synchronous commits.
 
 ``enable.auto.commit`` and ``enable.auto.offset.store`` are off: nothing is committed unless
 :meth:`KafkaSource.commit` is called, and the ingest loop calls it only after the batch's segments
@@ -16,9 +17,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
+from producers.transports.base import Partition, SourceMessage
 from schemas.errors import TransportError
-
-from .source import Partition, SourceMessage
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class KafkaSource:
                 "heartbeat.interval.ms": 2_000,
                 "fetch.max.bytes": 64 * 1024 * 1024,
                 "queued.max.messages.kbytes": 256 * 1024,
-                "logger": logging.getLogger("consumers.ingest.librdkafka"),
+                "logger": logging.getLogger(f"{__name__}.librdkafka"),
                 **(config or {}),
             }
         )

@@ -1,40 +1,42 @@
-"""The embedded source: the local spool directory instead of a Kafka topic.
+"""The spool's receiving side, what ingest reads in embedded mode instead of a Kafka topic.
 
 Each published spool file plays the role of a partition (its name is the "partition" in segment
 keys and DLQ letters) and a record's index in the file is its offset. Progress is a
-:class:`producers.spool.SpoolCheckpoint` committed only after the batch is durable; a file whose
+:class:`.files.SpoolCheckpoint` committed only after the batch is durable; a file whose
 every record has been committed is then taken out of the spool with
-:func:`producers.spool.mark_consumed`. Dying between the two re-reads that file once, which the
+:func:`.files.mark_consumed`. Dying between the two re-reads that file once, which the
 idempotent sinks absorb.
 
 One embedded consumer per spool: an exclusive ``flock`` on the checkpoint's lock file makes a second
 one fail fast instead of interleaving commits.
 
 **Dead-lettered files.** Only published files are read: a producer writes to a hidden temp name and
-renames it when complete (:mod:`producers.spool`), so a file still being written is never seen here.
+renames it when complete (:mod:`.files`), so a file still being written is never seen here.
 A published file that is not a readable spool file (truncated, damaged, a foreign ``*.avro``) would
 otherwise stop ingest on every run; instead its readable records before the damage are delivered
 as usual, and the file is moved aside to ``<spool>/dead-letter/<name>`` next to
-``<name>.reason.json`` (reason, error, records read, when) - once those records are committed, so a
-crash before the commit re-reads them. Ingest goes on with the next file. Like the DLQ limit, more
-than ``max_dead_files`` unreadable files in a row (no readable record between them) stop the
-consumer with :class:`consumers.ingest.dlq.DlqLimitExceeded` instead: that is a wrong directory or
+``<name>.reason.json`` (reason, error, records read, when; :func:`.dead_letter.dead_letter_file`) -
+once those records are committed, so a crash before the commit re-reads them. Ingest goes on with the
+next file. Like ingest's DLQ limit, more than ``max_dead_files`` unreadable files in a row (no readable
+record between them) stop the consumer with :class:`~producers.transports.base.DlqLimitExceeded` instead: that is a wrong directory or
 a broken disk, not one bad file.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from producers.spool import (
+from producers.transports.base import DlqLimitExceeded, Partition, SourceMessage
+from schemas.errors import TransportError
+
+from .dead_letter import DEAD_LETTER_DIR, dead_letter_file
+from .files import (
     SpoolCheckpoint,
     SpoolFileCorrupt,
     SpoolPosition,
@@ -44,16 +46,12 @@ from producers.spool import (
     recover_partials,
     spool_files,
 )
-from schemas.errors import TransportError
 
-from .dlq import DlqLimit, DlqLimitExceeded
-from .source import Partition, SourceMessage
+__all__ = ["SpoolSource"]
 
 logger = logging.getLogger(__name__)
 
 _IDLE_STEP = 0.05
-DEAD_LETTER_DIR = "dead-letter"
-DEAD_FILE_REASON = "corrupt_spool_file"
 
 
 class SpoolSource:
@@ -67,7 +65,7 @@ class SpoolSource:
         topic: str,
         keep_consumed: bool = True,
         recover: bool = True,
-        max_dead_files: int = DlqLimit().max_consecutive_invalid,
+        max_dead_files: int = 100,
     ) -> None:
         self.topic = topic
         self.directory = Path(directory)
@@ -150,31 +148,8 @@ class SpoolSource:
             self._dead_letter(name, exc, read)
 
     def _dead_letter(self, name: str, exc: SpoolFileCorrupt, read: int) -> None:
-        """Move ``name`` to the dead-letter directory beside its reason; idempotent, never deletes."""
-        reason = {
-            "file": name,
-            "reason": DEAD_FILE_REASON,
-            "error": str(exc),
-            "records_read": read,
-            "note": f"records 0..{read - 1} were delivered; the rest of the file could not be read"
-            if read
-            else "no record of the file could be read",
-            "dead_lettered_at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        }
-        try:
-            self.dead_letter_dir.mkdir(exist_ok=True)
-            _write_atomic(self.dead_letter_dir / f"{name}.reason.json", json.dumps(reason, indent=2))
-            os.replace(self.directory / name, self.dead_letter_dir / name)
-            _fsync_dir(self.dead_letter_dir)
-            _fsync_dir(self.directory)
-        except FileNotFoundError:  # already moved (a re-read after a crash between move and commit)
-            return
-        except OSError as exc2:
-            raise TransportError(f"cannot move unreadable spool file {name} aside: {exc2}") from exc2
-        self.dead_files += 1
-        logger.warning(
-            "dead-lettered spool file %s to %s after %d records: %s", name, self.dead_letter_dir, read, exc
-        )
+        if dead_letter_file(self.directory, name, exc, read=read):
+            self.dead_files += 1
 
     def _finish_current(self) -> None:
         assert self._current is not None
@@ -238,23 +213,6 @@ class SpoolSource:
             fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
         finally:
             self._lock_fh.close()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _lock(path: Path) -> IO[str]:

@@ -1,16 +1,23 @@
-"""The local spool: Avro container files published by fsync + rename, read back by position."""
+"""The spool backend: the transport contract, then what only a spool has - Avro container files
+published by fsync + rename, read back by position, linger and rotation, one consumer per spool."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import fastavro
 import pytest
+from transport_contract import TransportContract
 
-from producers.spool import (
+from producers.settings import BlackboxSettings, load_settings
+from producers.transports import DeadLetter, DeliveryFailed, Transport, open_sender
+from producers.transports.spool.dead_letter import read_dead_letters
+from producers.transports.spool.files import (
     SPOOL_RECORD_SCHEMA,
     SpoolCheckpoint,
     SpoolPosition,
@@ -20,8 +27,31 @@ from producers.spool import (
     recover_partials,
     spool_files,
 )
-from producers.transport import DeliveryFailed, SpoolTransport
+from producers.transports.spool.sender import SpoolTransport
+from producers.transports.spool.source import SpoolSource
 from schemas.errors import TransportError
+
+
+class TestSpoolTransport(TransportContract):
+    kind = "spool"
+    undelivered_code = "spool_io"
+    sample_partition = "1700000000000-host_1_abc123-00000001.avro"
+    wait = 5.0
+
+    @pytest.fixture
+    def settings(self, tmp_path: Path) -> BlackboxSettings:
+        return load_settings(transport="spool", data_dir=tmp_path / "bb")
+
+    def undeliverable(self, settings: BlackboxSettings) -> tuple[Transport, Callable[[], None]]:
+        # The records wait in the temp file; removing the spool directory makes publishing them fail.
+        sender = open_sender(settings, linger_ms=60_000)
+        return sender, lambda: shutil.rmtree(settings.resolved_spool_dir)
+
+    def read_dead_letters(self, settings: BlackboxSettings, *, expect: int) -> list[DeadLetter]:
+        return list(read_dead_letters(settings.data_dir / "dlq"))
+
+
+# --- the spool files ---------------------------------------------------------------------------------
 
 
 def _publish(directory: Path, values: list[bytes]) -> str:
@@ -138,7 +168,7 @@ def test_corrupt_file_raises_transport_error(tmp_path: Path) -> None:
         list(read_spool(tmp_path))
 
 
-# --- the transport over the spool ------------------------------------------------------------------
+# --- the sender over the spool ----------------------------------------------------------------------
 
 
 def test_transport_delivers_only_after_publish(tmp_path: Path) -> None:
@@ -199,8 +229,46 @@ def test_transport_publish_failure_reaches_callbacks(tmp_path: Path) -> None:
     assert results[1] is None
 
 
-def test_closed_transport_refuses(tmp_path: Path) -> None:
-    transport = SpoolTransport(tmp_path)
-    transport.close()
-    with pytest.raises(TransportError):
-        transport.send(b"k", b"v", lambda _e: None)
+# --- the source over the spool ----------------------------------------------------------------------
+
+
+def _publish_files(directory: Path, *files: list[bytes]) -> None:
+    """One writer publishing ``files`` in order (one writer's files sort in publication order)."""
+    writer = SpoolWriter(directory)
+    for values in files:
+        for v in values:
+            writer.append(b"agt", v)
+        writer.publish()
+
+
+def _source(tmp_path: Path) -> SpoolSource:
+    return SpoolSource(directory=tmp_path / "spool", checkpoint=tmp_path / "ckpt.json", topic="t")
+
+
+def test_spool_source_reads_in_order_and_commits_progress(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    _publish_files(spool, [b"a0", b"a1", b"a2"], [b"b0", b"b1"])
+    src = _source(tmp_path)
+    first = src.consume(4, 0.1)
+    assert [m.value for m in first] == [b"a0", b"a1", b"a2", b"b0"]
+    assert [m.offset for m in first] == [0, 1, 2, 0]
+    assert isinstance(first[0].partition, str) and first[0].key == b"agt"
+    src.commit({first[0].partition: 3, first[3].partition: 1})
+    assert len(spool_files(spool)) == 1  # the first file is fully committed: out of the spool
+    src.close()
+
+    again = _source(tmp_path)  # a restart resumes after the last commit
+    rest = again.consume(10, 0.1)
+    assert [m.value for m in rest] == [b"b1"]
+    assert again.caught_up()
+    again.commit({rest[0].partition: 2})
+    assert spool_files(spool) == []
+    assert again.consume(10, 0.05) == []
+    again.close()
+
+
+def test_one_embedded_consumer_per_spool(tmp_path: Path) -> None:
+    src = _source(tmp_path)
+    with pytest.raises(TransportError, match="another embedded consumer"):
+        _source(tmp_path)
+    src.close()

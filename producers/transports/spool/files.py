@@ -198,7 +198,7 @@ class SpoolCheckpoint:
 class SpoolWriter:
     """Appends records to a temp file and publishes it (fsync + rename) on demand or when full.
 
-    Not thread-safe on its own; :class:`producers.transport.SpoolTransport` serialises access.
+    Not thread-safe on its own; :class:`producers.transports.spool.sender.SpoolTransport` serialises access.
     """
 
     def __init__(
