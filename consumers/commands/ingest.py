@@ -3,22 +3,46 @@
 - ``blackbox consume [--drain] [--batch-size N] [--max-wait S] [--workers N]``: consume the topic (or the local spool
   in embedded mode) into blob segments and the index; offsets are committed only after both are
   durable. ``--drain`` stops once caught up. SIGTERM/SIGINT finish the current batch, then stop.
+  ``--metrics-listen HOST:PORT`` serves ``/metrics`` and ``/healthz`` (:mod:`consumers.observability`);
+  ``--log-format json`` logs JSON lines.
 - ``blackbox show DECISION_ID [--json]``: the stored capture, through the access gate (the read is
   logged). ``--json`` prints the capture in the JSON form with a ``stored`` block; without it, a
   summary. Compacted decisions show metadata and hashes; quarantined ones are flagged.
+
+``show`` verifies what it prints, at read time, with the same checks as ``blackbox verify`` over the
+bytes it read, against the trust store as it is now: the ``trust`` line (``verification`` in
+``--json``) is that verdict, never the ingest-time ``trust`` column. Content that fails is still
+printed - the investigator needs to see it - led by ``NOT VERIFIED: ... part=<part>``, and the command
+exits 1; a segment that is missing or does not decompress has nothing to print but the verdict.
+Exit codes are ``verify``'s (:mod:`consumers.ingest.verdict`): 0 verified, 1 not verified, 2 error,
+3 expired.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
-from typing import Annotated, Any
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from producers.settings import load_settings
+from consumers.ingest.verdict import EXIT_CODES_HELP
+from consumers.observability.logs import LogFormat
+from producers.settings import BlackboxSettings, load_settings
+
+if TYPE_CHECKING:
+    from consumers.ingest.service import IngestService
+    from consumers.ingest.verdict import Verdict
+    from consumers.observability.server import ListenAddress
 
 __all__ = ["consume_command", "register", "show_command"]
+
+logger = logging.getLogger(__name__)
 
 
 def consume_command(
@@ -38,11 +62,25 @@ def consume_command(
         list[str] | None,
         typer.Option("--kafka-option", help="Extra librdkafka consumer property KEY=VALUE (repeatable)."),
     ] = None,
+    metrics_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-listen",
+            metavar="HOST:PORT",
+            help="Serve Prometheus /metrics and /healthz here (a bare PORT binds 127.0.0.1). Default: off.",
+        ),
+    ] = None,
+    log_format: Annotated[
+        LogFormat, typer.Option("--log-format", help="Logs on stderr: text, or JSON lines.")
+    ] = "text",
 ) -> None:
     """Ingest captures: decode, verify, dedup, write segments and index rows, then commit."""
     from consumers.ingest.service import build_service, parse_kafka_options
     from consumers.ingest.signals import stop_on_signals
+    from consumers.observability.logs import configure_logging
 
+    configure_logging(log_format)
+    address = _listen_address(metrics_listen)
     settings = load_settings()
     with (
         build_service(
@@ -52,14 +90,67 @@ def consume_command(
             kafka_config=parse_kafka_options(kafka_option or []),
             workers=workers,
         ) as service,
+        _metrics_endpoint(address, service),
         stop_on_signals(service.stop),
     ):
         stats = service.run(drain=drain)
     summary = asdict(stats)
+    logger.info("ingest stopped", extra={"stats": {k: v for k, v in summary.items() if k != "conflict_ids"}})
     conflicts = summary.pop("conflict_ids")
+    dead_files = getattr(service.source, "dead_files", None)  # the spool's unreadable files
+    if dead_files is not None:
+        summary["dead_lettered_files"] = dead_files
     typer.echo(" ".join(f"{k}={v}" for k, v in summary.items()))
+    for line in _where_they_went(settings, summary):
+        typer.echo(line)
     if conflicts:
         typer.echo(f"conflicting duplicates quarantined: {', '.join(conflicts[:20])}", err=True)
+
+
+def _where_they_went(settings: BlackboxSettings, summary: dict[str, Any]) -> list[str]:
+    """Where this run's dead letters and quarantined captures are, for the operator."""
+    from producers.transports import dead_letter_location
+    from producers.transports.spool.dead_letter import DEAD_LETTER_DIR
+
+    lines: list[str] = []
+    if summary.get("dead_lettered"):
+        where = dead_letter_location(settings)
+        lines.append(f"dead letters: {summary['dead_lettered']} messages in {where}")
+    if summary.get("dead_lettered_files"):
+        lines.append(
+            f"dead-lettered spool files: {summary['dead_lettered_files']} moved to "
+            f"{settings.resolved_spool_dir / DEAD_LETTER_DIR} (<name>.reason.json says why)"
+        )
+    if summary.get("quarantined"):
+        lines.append(
+            f"quarantined: {summary['quarantined']} (kept, never trusted): "
+            "blackbox query 'SELECT decision_id, reason, part, source FROM quarantine', then blackbox show ID"
+        )
+    return lines
+
+
+def _listen_address(text: str | None) -> ListenAddress | None:
+    from consumers.observability.server import parse_listen
+
+    return None if text is None else parse_listen(text)
+
+
+@contextmanager
+def _metrics_endpoint(address: ListenAddress | None, service: IngestService) -> Iterator[None]:
+    """``/metrics`` and ``/healthz`` while the service runs (nothing when ``--metrics-listen`` is absent)."""
+    if address is None or service.telemetry is None:
+        yield
+        return
+    from consumers.observability.metrics import INGEST_REGISTRY
+    from consumers.observability.server import serve
+
+    with serve(address, registry=INGEST_REGISTRY, health=service.telemetry.health) as server:
+        logger.info(
+            "metrics on http://%s/metrics, health on /healthz",
+            server.address,
+            extra={"listen": str(server.address)},
+        )
+        yield
 
 
 def show_command(
@@ -68,42 +159,66 @@ def show_command(
     reason: Annotated[
         str, typer.Option("--reason", help="Why you are reading (recorded in the access log).")
     ] = "",
+    trust_store: Annotated[
+        Path | None, typer.Option("--trust-store", help="Trust store TOML (default from settings).")
+    ] = None,
 ) -> None:
-    """Show one stored capture (logged in the access log)."""
+    """Show one stored capture (logged in the access log), verified at read time."""
     from consumers.access import caller_for, gate_for
     from consumers.index import open_index
     from consumers.ingest.show import load_capture
+    from consumers.ingest.verdict import Verdict
+    from consumers.ingest.verify_stored import judge_shown
     from producers.blobstore import open_blob_store
+    from producers.evidence import TrustStore
+    from schemas.errors import VerificationError
 
-    settings = load_settings()
+    settings = load_settings(trust_store=trust_store)
     index = open_index(settings)
     try:
+        trust = TrustStore.load(settings.resolved_trust_store)
         gate = gate_for(settings, index)
         caller = caller_for(settings, reason=reason)
-        shown = load_capture(
-            decision_id, index=index, store=open_blob_store(settings), gate=gate, caller=caller
-        )
+        try:
+            shown = load_capture(
+                decision_id, index=index, store=open_blob_store(settings), gate=gate, caller=caller
+            )
+        except VerificationError as exc:  # the stored bytes are gone or not the recorded ones
+            unreadable = Verdict.failed(decision_id, exc, checked_at=datetime.now(UTC))
+            if as_json:
+                view = {"decisionId": decision_id, "verification": unreadable.to_json(), "capture": None}
+                typer.echo(json.dumps(view, ensure_ascii=False, indent=2))
+            else:
+                typer.echo(unreadable.line())
+            raise typer.Exit(unreadable.exit_code) from exc
+        verdict = judge_shown(shown, index=index, trust=trust)
     finally:
         index.close()
-    view = shown.to_json()
+    view = replace(shown, verdict=verdict).to_json()
     if as_json:
         typer.echo(json.dumps(view, ensure_ascii=False, indent=2))
-        return
-    _print_summary(view)
+    else:
+        _print_summary(view, verdict)
+    if verdict.exit_code:
+        raise typer.Exit(verdict.exit_code)
 
 
-def _print_summary(view: dict[str, Any]) -> None:
+def _print_summary(view: dict[str, Any], verdict: Verdict) -> None:
     capture = view["capture"]
     stored = view["stored"]
-    lines = [
+    lines = []
+    if not verdict.verified:  # first, so nobody reads the content before the warning
+        lines.append(verdict.line())
+    lines += [
         f"decision   {view['decisionId']}  ({view['kind']})",
         f"state      {view['contentState']}: {view['note']}",
+        f"trust      {_trust_line(verdict)}",
     ]
     if stored:
         lines.append(
             f"stored     {stored.get('segment_key', '')} @{stored.get('segment_offset', '')}+{stored.get('segment_length', '')}"
             f"  class={stored.get('retention_class', '')} expires={stored.get('expires_at', '')}"
-            f" trust={stored.get('trust', '')} key={stored.get('key_id', '')}"
+            f" ingested as {stored.get('trust', '')}"
         )
     for q in view["quarantine"]:
         lines.append(
@@ -124,6 +239,17 @@ def _print_summary(view: dict[str, Any]) -> None:
     typer.echo("\n".join(lines))
 
 
+def _trust_line(verdict: Verdict) -> str:
+    """The read-time verdict in the summary (never the ingest-time ``trust`` column)."""
+    checked = f"checked {verdict.checked_at.isoformat(timespec='seconds').replace('+00:00', 'Z')}"
+    if verdict.status == "verified":
+        absent = f"; {verdict.absent()}" if verdict.absent() else ""
+        return f"verified key={verdict.key_id} ({verdict.checked_parts} parts{absent}; {checked})"
+    if verdict.status == "expired":
+        return f"EXPIRED: nothing left to verify ({checked})"
+    return f"NOT VERIFIED part={verdict.part} ({verdict.error}): {verdict.reason} ({checked}); content below is untrusted"
+
+
 def _clip(text: Any, n: int = 160) -> str:
     if text is None:
         return "(content absent)"
@@ -133,4 +259,4 @@ def _clip(text: Any, n: int = 160) -> str:
 
 def register(app: typer.Typer) -> None:
     app.command("consume")(consume_command)
-    app.command("show")(show_command)
+    app.command("show", epilog=EXIT_CODES_HELP)(show_command)

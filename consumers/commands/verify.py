@@ -1,12 +1,15 @@
-"""``blackbox verify``: is a capture evidence? Prints the verdict and exits 0 (verified) or 1 (not).
+"""``blackbox verify``: is a capture evidence? Prints the verdict and exits by it.
 
 - ``blackbox verify --file FILE.json`` verifies a capture in the JSON form.
 - ``blackbox verify DECISION_ID`` checks the stored capture (one range GET) and its index rows,
   after the access gate has logged the read; a compacted decision verifies from its manifest.
 
 Output: ``verified: <decisionId> key=<key_id> (N parts)`` (plus the absent parts of a
-structured-only or compacted capture), or ``NOT VERIFIED: <decisionId> part=<part>: <reason>``.
-Problems that are not a verdict (unreadable file, no trust store) are errors: exit 2.
+structured-only or compacted capture), ``NOT VERIFIED: <decisionId> part=<part> (<Error>): <reason>``
+or ``EXPIRED: <decisionId>: <reason>``. Exit codes (:mod:`consumers.ingest.verdict`, shared with
+``show``): 0 verified; 1 not verified - tampered, a segment missing, truncated or not decompressing,
+key unknown or revoked, unsigned, quarantined; 3 expired under retention. Problems that are not a
+verdict (unreadable file, no trust store, index or blob store unreachable) are errors: exit 2.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
+from consumers.ingest.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
 from producers.evidence import TrustStore, verify_capture
 from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import ContractError, VerificationError
@@ -43,7 +47,7 @@ def _verify_by_id(decision_id: str, settings: BlackboxSettings, trust: TrustStor
     from consumers.access import caller_for, gate_for
     from consumers.index import open_index
     from consumers.ingest.show import current_row
-    from consumers.ingest.verify_stored import verify_stored
+    from consumers.ingest.verify_stored import stored_verdict
     from producers.blobstore import open_blob_store
 
     index = open_index(settings)
@@ -55,20 +59,13 @@ def _verify_by_id(decision_id: str, settings: BlackboxSettings, trust: TrustStor
             else {"decisionId": decision_id, "agentId": (row or {}).get("agent_id", "")}
         )
         gate_for(settings, index).authorize(caller_for(settings, reason=reason), subject, action="verify")
-        try:
-            result = verify_stored(decision_id, index=index, store=open_blob_store(settings), trust=trust)
-        except VerificationError as exc:
-            detail = str(exc).removeprefix(f"{exc.part}: ")
-            typer.echo(f"NOT VERIFIED: {decision_id} part={exc.part} ({type(exc).__name__}): {detail}")
-            raise typer.Exit(1) from exc
+        verdict = stored_verdict(decision_id, index=index, store=open_blob_store(settings), trust=trust)
     finally:
         index.close()
-    typer.echo(
-        f"verified: {decision_id} key={result.key_id} ({result.checked_parts} parts; stored "
-        f"{result.content_state}; index rows match)"
-    )
-    if result.absent_parts:
-        typer.echo(f"absent content (hash kept, not checked): {', '.join(result.absent_parts)}")
+    for line in (verdict.line(), *verdict.notes()):
+        typer.echo(line)
+    if verdict.exit_code:
+        raise typer.Exit(verdict.exit_code)
 
 
 def verify_command(
@@ -98,11 +95,11 @@ def verify_command(
     except VerificationError as exc:
         reason = str(exc).removeprefix(f"{exc.part}: ")
         typer.echo(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}")
-        raise typer.Exit(1) from exc
+        raise typer.Exit(EXIT_NOT_VERIFIED) from exc
     typer.echo(f"verified: {name} key={report.key_id} ({report.checked_parts} parts)")
     if report.absent_parts:
         typer.echo(f"absent content (hash kept, not checked): {', '.join(report.absent_parts)}")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("verify")(verify_command)
+    app.command("verify", epilog=EXIT_CODES_HELP)(verify_command)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import zstandard
 
+from producers.transports.base import partition_label
 from schemas.errors import BlobStoreError
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class SegmentCorrupt(BlobStoreError):
         self.key = key
         self.offset = offset
         self.length = length
+        self.reason = message
         super().__init__(f"segment {key} [{offset}, +{length}): {message}")
 
 
@@ -57,16 +59,6 @@ class FrameLocation:
     key: str
     offset: int
     length: int
-
-
-def partition_label(partition: int | str) -> str:
-    """``0007`` for Kafka partition 7; a spool file name made safe for an object key otherwise."""
-    if isinstance(partition, int):
-        return f"{partition:04d}"
-    label = _SAFE.sub("_", partition).strip("._")
-    if not label:
-        raise ValueError(f"partition {partition!r} has no usable characters for a segment key")
-    return label
 
 
 def segment_prefix(*, retention_class: str, topic: str, partition: int | str) -> str:

@@ -4,17 +4,26 @@ Three kinds of answer, always saying which one it is (``content_state``):
 
 - ``full`` / ``structured-only``: the capture as ingested, read from its segment. The bytes are checked
   against the row's ``content_sha256`` before they are decoded, so a segment that was overwritten or
-  tampered with is refused (:class:`StoredCaptureMismatch`, part ``segment``) instead of shown.
+  tampered with is refused (:class:`StoredCaptureMismatch`, part ``segment``) instead of shown; a
+  segment that is gone (:class:`SegmentMissing`), shorter than the row says (:class:`SegmentTruncated`)
+  or whose frame does not decompress (:class:`FrameUnreadable`) is refused the same way. Those are
+  verdicts on the evidence (``VerificationError``), not operational errors: an unreachable blob store
+  still raises ``BlobStoreError``.
 - ``metadata-only``: compacted. Content is gone; the manifest and every hash are kept in the index
   row (``manifest_json``), so the decision is still verifiable. Content fields are absent (``null``).
 - ``quarantined``: the decision id is only in ``quarantine`` (failed verification, or a conflicting
-  duplicate). The bytes are shown from the quarantine segment, flagged, with the reasons.
+  duplicate). The bytes are shown from the quarantine segment, flagged, with the reasons; once the
+  retention policy's ``quarantine_days`` have deleted them, ``quarantine-expired`` with the rows only.
 
 A decision that is indexed *and* also has quarantined copies (conflicting duplicates) is shown from
 ``decisions`` with the quarantine rows listed beside it.
 
 Reads of content pass the access gate (DESIGN decision 12) when one is given: the gate sees the
 capture's metadata from the index row before any content is fetched, and logs the read.
+
+Loading is not verifying: whether what was loaded is evidence is :attr:`ShownCapture.verdict`, set by
+:func:`consumers.ingest.verify_stored.judge_shown` at read time (the row's ``trust`` column is what
+ingest decided then, shown as ``stored.trust``, never as the verdict).
 """
 
 from __future__ import annotations
@@ -27,14 +36,16 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import decode
-from schemas.errors import CaptureNotFound, DecodeError, VerificationError
+from schemas.errors import BlobNotFound, BlobStoreError, CaptureNotFound, DecodeError, VerificationError
 
-from .segments import read_capture
+from .segments import SegmentCorrupt, read_capture
 
 if TYPE_CHECKING:
     from consumers.access import AccessGate, Caller
     from consumers.index import Index
     from producers.blobstore import BlobStore
+
+    from .verdict import Verdict
 
 # Index columns shown beside the capture (where it lives, how it is kept).
 ROW_FIELDS = (
@@ -63,11 +74,30 @@ CONTENT_NOTES = {
     "metadata-only": "content compacted: manifest and hashes kept, still verifiable; content fields are null",
     "expired": "EXPIRED under the retention policy: content, manifest and hashes deleted; see the deletions log",
     "quarantined": "QUARANTINED: failed verification or conflicts with an indexed decision; not trusted",
+    "quarantine-expired": "QUARANTINED, and its bytes deleted after quarantine_days; the quarantine rows remain",
 }
 
 
 class StoredCaptureMismatch(VerificationError):
     """The bytes at a capture's segment range are not the bytes the index row recorded."""
+
+
+class SegmentMissing(StoredCaptureMismatch):
+    """The segment the index row points at is not in the blob store (evidence missing)."""
+
+
+class SegmentTruncated(StoredCaptureMismatch):
+    """The segment exists but ends before the range the index row points at."""
+
+
+class FrameUnreadable(SegmentCorrupt, StoredCaptureMismatch):
+    """The frame at a row's range does not decompress: a storage fault (still a :class:`SegmentCorrupt`
+    for storage code) that, read as evidence, is a verdict naming part ``segment``."""
+
+    def __init__(self, corrupt: SegmentCorrupt) -> None:
+        message = f"the frame at offset {corrupt.offset} does not decompress: {corrupt.reason}"
+        SegmentCorrupt.__init__(self, message, key=corrupt.key, offset=corrupt.offset, length=corrupt.length)
+        self.part = "segment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,18 +110,21 @@ class ShownCapture:
     row: dict[str, Any] = field(default_factory=dict)
     quarantine: tuple[dict[str, Any], ...] = ()
     kind: str = "capture"
+    verdict: Verdict | None = None  # computed at read time by verify_stored.judge_shown
 
     @property
     def quarantined(self) -> bool:
         return self.content_state == "quarantined"
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready view: the capture in the contract's JSON form plus a ``stored`` block."""
+        """A JSON-ready view: the capture in the contract's JSON form, the read-time ``verification``
+        (null when nobody verified it) and a ``stored`` block (the index row; its ``trust`` is ingest's)."""
         return {
             "decisionId": self.decision_id,
             "contentState": self.content_state,
             "note": CONTENT_NOTES.get(self.content_state, ""),
             "kind": self.kind,
+            "verification": None if self.verdict is None else self.verdict.to_json(),
             "stored": {k: _jsonable(self.row[k]) for k in ROW_FIELDS if k in self.row},
             "quarantine": [{k: _jsonable(v) for k, v in q.items()} for q in self.quarantine],
             "capture": self.capture,
@@ -113,7 +146,13 @@ def load_capture(
     if row is None:
         if not quarantine:
             raise CaptureNotFound(f"no decision {decision_id} in the index (nor in quarantine)")
-        first = quarantine[0]
+        stored = [q for q in quarantine if q.get("segment_key")]
+        if not stored:  # quarantine_days ended: the bytes are gone, the rows still say what happened
+            if gate is not None and caller is not None:
+                ids = {"decisionId": decision_id, "agentId": quarantine[0]["agent_id"]}
+                gate.authorize(caller, ids, action=action)
+            return ShownCapture(decision_id, "quarantine-expired", {}, {}, tuple(quarantine), "none")
+        first = stored[0]
         data = _read_checked(store, first)
         decoded = _decode(data, first)
         if gate is not None and caller is not None:
@@ -159,7 +198,24 @@ def read_stored(store: BlobStore, row: Mapping[str, Any]) -> bytes:
 
 
 def _read_checked(store: BlobStore, row: Mapping[str, Any]) -> bytes:
-    data = read_capture(store, row["segment_key"], int(row["segment_offset"]), int(row["segment_length"]))
+    key, offset, length = str(row["segment_key"]), int(row["segment_offset"]), int(row["segment_length"])
+    try:
+        data = read_capture(store, key, offset, length)
+    except BlobNotFound as exc:
+        raise SegmentMissing(
+            f"segment {key} is missing from the blob store (the index row points at [{offset}, +{length}))",
+            part="segment",
+        ) from exc
+    except SegmentCorrupt as exc:
+        raise FrameUnreadable(exc) from exc
+    except BlobStoreError as exc:
+        # A range the store refuses is a segment shorter than the row says, if the store itself answers.
+        if not _answers(store, key):
+            raise
+        raise SegmentTruncated(
+            f"segment {key} ends before the range the index row points at [{offset}, +{length}) ({exc})",
+            part="segment",
+        ) from exc
     expected = row.get("content_sha256")
     actual = "sha256:" + hashlib.sha256(data).hexdigest()
     if expected and actual != expected:
@@ -169,6 +225,15 @@ def _read_checked(store: BlobStore, row: Mapping[str, Any]) -> bytes:
             part="segment",
         )
     return data
+
+
+def _answers(store: BlobStore, key: str) -> bool:
+    """Whether the store serves the first byte of ``key`` (it is up and the object is there)."""
+    try:
+        store.get(key, offset=0, length=1)
+    except BlobStoreError:
+        return False
+    return True
 
 
 def _decode(data: bytes, row: Mapping[str, Any]) -> Any:

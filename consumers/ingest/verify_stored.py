@@ -1,8 +1,9 @@
 """Verify a stored capture end to end, and the index row that points at it.
 
-1. **segment**: one range GET; the bytes must decompress (zstd checksum) and hash to the row's
-   ``content_sha256`` - otherwise :class:`~consumers.ingest.show.StoredCaptureMismatch` or
-   :class:`~consumers.ingest.segments.SegmentCorrupt`, part ``segment``.
+1. **segment**: one range GET; the segment must be there, the bytes must decompress (zstd checksum)
+   and hash to the row's ``content_sha256`` - otherwise a
+   :class:`~consumers.ingest.show.StoredCaptureMismatch` (``SegmentMissing``, ``SegmentTruncated``,
+   ``FrameUnreadable``), part ``segment``. Missing or corrupt evidence is a verdict, not an error.
 2. **capture**: :func:`producers.evidence.verify_capture` - signature, key, every content hash, the
    working-set root; the failing part is named (``executionTrace.finalOutputText``, ``signature``...).
    A compacted decision is verified from ``manifest_json`` (content absent, hashes kept).
@@ -12,22 +13,27 @@
    ``index.<table>.<column>``. Columns that legitimately change after ingest (retention, legal
    hold, compaction state, consequential upgrades by flag events) are not compared, except that a
    row may only ever be *more* consequential than its capture.
+
+:func:`verify_stored` raises the first failure; :func:`stored_verdict` (``blackbox verify``) and
+:func:`judge_shown` (``blackbox show``, over the bytes it already read) turn the same checks into a
+:class:`~consumers.ingest.verdict.Verdict`, computed at read time against the trust store as it is now.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from consumers.index import decision_rows
-from producers.evidence import verify_capture
+from producers.evidence import VerificationReport, verify_capture
 from schemas.codec import decode
-from schemas.errors import CaptureNotFound, RetentionError, VerificationError
+from schemas.errors import CaptureNotFound, RetentionError, SignatureInvalid, VerificationError
 
-from .show import current_row, quarantine_rows, read_stored
+from .show import CONTENT_NOTES, ShownCapture, current_row, quarantine_rows, read_stored
+from .verdict import Verdict
 
 if TYPE_CHECKING:
     from consumers.index import Index
@@ -67,6 +73,18 @@ class IndexRowMismatch(VerificationError):
     """An index row disagrees with the verified capture it describes (edited after ingest)."""
 
 
+class Unsigned(SignatureInvalid):
+    """The capture carries no signature: nothing about it can be verified."""
+
+
+class Quarantined(VerificationError):
+    """The decision is only in quarantine: kept and shown, never evidence."""
+
+
+class EvidenceExpired(RetentionError):
+    """The retention policy deleted the capture, manifest and hashes: nothing is left to verify."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoredVerification:
     decision_id: str
@@ -85,27 +103,28 @@ def verify_stored(
     trust: TrustStore,
     at: datetime | None = None,
 ) -> StoredVerification:
-    """Verify the stored capture of ``decision_id`` and its index rows; raises naming the failing part."""
+    """Verify the stored capture of ``decision_id`` and its index rows; raises naming the failing part.
+
+    Raises :class:`VerificationError` (a verdict: tampered, missing, untrusted), :class:`EvidenceExpired`,
+    :class:`CaptureNotFound`, or an operational error (index or blob store unreachable).
+    """
     row = current_row(index, decision_id)
     if row is None:
         if quarantine_rows(index, decision_id):
-            raise VerificationError(
-                f"{decision_id} is quarantined, not indexed as evidence", part="quarantine"
-            )
+            raise Quarantined(f"{decision_id} is quarantined, not indexed as evidence", part="quarantine")
         raise CaptureNotFound(f"no decision {decision_id} in the index")
     state = str(row.get("content_state") or "full")
     if state == "expired":
-        raise RetentionError(
+        raise EvidenceExpired(
             f"{decision_id} expired under the retention policy: nothing is left to verify "
             "(the deletion is in the deletions log)"
         )
     if state == "metadata-only" or not row.get("segment_key"):
-        capture = json.loads(row["manifest_json"])
+        capture = _manifest(row)
         state = "metadata-only"
     else:
         capture = decode(read_stored(store, row)).value
-    report = verify_capture(capture, trust, at=at)
-    check_rows(index, row, capture)
+    report = _check(index, row, capture, trust=trust, at=at)
     return StoredVerification(
         decision_id=decision_id,
         key_id=report.key_id,
@@ -114,6 +133,128 @@ def verify_stored(
         absent_parts=report.absent_parts,
         segment_key=str(row.get("segment_key") or ""),
     )
+
+
+def stored_verdict(
+    decision_id: str, *, index: Index, store: BlobStore, trust: TrustStore, at: datetime | None = None
+) -> Verdict:
+    """:func:`verify_stored` as a verdict; operational errors and an unknown decision still raise."""
+    moment = _moment(at)
+    try:
+        result = verify_stored(decision_id, index=index, store=store, trust=trust, at=moment)
+    except EvidenceExpired as exc:
+        return Verdict(decision_id, "expired", moment, content_state="expired", reason=str(exc))
+    except VerificationError as exc:
+        return Verdict.failed(decision_id, exc, checked_at=moment)
+    return Verdict(
+        decision_id,
+        "verified",
+        moment,
+        content_state=result.content_state,
+        key_id=result.key_id,
+        checked_parts=result.checked_parts,
+        absent_parts=result.absent_parts,
+    )
+
+
+def judge_shown(
+    shown: ShownCapture, *, index: Index, trust: TrustStore, at: datetime | None = None
+) -> Verdict:
+    """The verdict on what ``show`` loaded, over the very capture it prints (no second read).
+
+    The same checks as :func:`verify_stored`; a quarantined capture is never verified, whatever its
+    signature says, and the verdict names why it was quarantined.
+    """
+    moment = _moment(at)
+    did, state = shown.decision_id, shown.content_state
+    if state == "expired":
+        return Verdict(did, "expired", moment, content_state=state, reason=CONTENT_NOTES["expired"])
+    if shown.quarantined or state == "quarantine-expired":
+        return _quarantined(shown, trust=trust, at=moment)
+    try:
+        capture = _manifest(shown.row) if state == "metadata-only" else shown.capture
+        report = _check(index, shown.row, capture, trust=trust, at=moment)
+    except VerificationError as exc:
+        return Verdict.failed(did, exc, checked_at=moment, content_state=state)
+    return Verdict(
+        did,
+        "verified",
+        moment,
+        content_state=state,
+        key_id=report.key_id,
+        checked_parts=report.checked_parts,
+        absent_parts=report.absent_parts,
+    )
+
+
+def _check(
+    index: Index,
+    row: Mapping[str, Any],
+    capture: Mapping[str, Any],
+    *,
+    trust: TrustStore,
+    at: datetime | None,
+) -> VerificationReport:
+    """The one verification of a stored capture: the evidence itself, then the index rows beside it."""
+    _require_signature(capture)
+    report = verify_capture(capture, trust, at=at)
+    check_rows(index, row, capture)
+    return report
+
+
+def _quarantined(shown: ShownCapture, *, trust: TrustStore, at: datetime) -> Verdict:
+    """Why a quarantined capture is not evidence: its own verification failure, else the quarantine
+    reason (a conflicting duplicate can carry a good signature and still is not the indexed evidence)."""
+    first = shown.quarantine[0] if shown.quarantine else {}
+    reason = first.get("reason") or "no reason recorded"
+    if not shown.capture:  # quarantine retention deleted the bytes; the rows say what happened
+        gone = Quarantined(
+            f"quarantined at ingest ({reason}); its bytes were deleted under the quarantine retention",
+            part=str(first.get("part") or "quarantine"),
+        )
+        return Verdict.failed(shown.decision_id, gone, checked_at=at, content_state=shown.content_state)
+    try:
+        _require_signature(shown.capture)
+        verify_capture(shown.capture, trust, at=at)
+    except VerificationError as exc:
+        failed = Verdict.failed(shown.decision_id, exc, checked_at=at, content_state=shown.content_state)
+        return replace(failed, reason=f"quarantined at ingest; {failed.reason}")
+    return Verdict.failed(
+        shown.decision_id,
+        Quarantined(
+            f"quarantined at ingest ({reason}): the signature verifies, but this capture is not the "
+            "indexed evidence",
+            part=str(first.get("part") or "quarantine"),
+        ),
+        checked_at=at,
+        content_state=shown.content_state,
+    )
+
+
+def _require_signature(capture: Mapping[str, Any]) -> None:
+    signature = capture.get("signature")
+    if not isinstance(signature, Mapping) or not signature.get("signatureBytes"):
+        raise Unsigned(
+            "unsigned: the capture carries no signature, so nothing in it is verified", part="signature"
+        )
+
+
+def _manifest(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The signed manifest a compacted row keeps (content gone, hashes kept)."""
+    try:
+        manifest = json.loads(row.get("manifest_json") or "")
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise IndexRowMismatch(
+            "the decision is compacted and its row keeps no readable manifest",
+            part="index.decisions.manifest_json",
+        )
+    return manifest
+
+
+def _moment(at: datetime | None) -> datetime:
+    return datetime.now(UTC) if at is None else at
 
 
 def check_rows(index: Index, row: Mapping[str, Any], capture: Mapping[str, Any]) -> None:
