@@ -110,7 +110,10 @@ class ChdbIndex(SqlIndex):
 
         self.path = os.path.realpath(os.fspath(path))  # chdb compares engine paths literally
         self.database = check_identifier(database, "database")
-        os.makedirs(self.path, exist_ok=True)
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except OSError as exc:  # a file in the way, no permission: say which path, no traceback
+            raise IndexError_(f"cannot use {self.path} as the chdb data directory: {exc.strerror}") from exc
         self._lock = threading.Lock()
         self._ro_conn: Any = None
         self._confined: dict[QueryLimits, Any] = {}

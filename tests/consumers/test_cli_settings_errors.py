@@ -105,3 +105,12 @@ def test_a_second_process_on_the_embedded_index_is_told_to_stop_consume_or_use_a
     assert "is in use by another process (is `blackbox consume` running on it?)" in out.stderr
     assert "BLACKBOX_CLICKHOUSE_URL" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_chdb_path_that_is_a_file_is_named_not_a_traceback(tmp_path: Path) -> None:
+    in_the_way = tmp_path / "index"
+    in_the_way.write_text("not a directory")
+    out = blackbox(["consume", "--drain"], env={"BLACKBOX_DATA_DIR": str(tmp_path)})
+    assert out.returncode == 2
+    assert f"cannot use {in_the_way} as the chdb data directory" in out.stderr
+    assert "Traceback" not in out.stderr
