@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import typer
 
+from consumers.app.settings import load_service_settings
 from consumers.commands import capture, demo, index, ingest, keys, replay, retention, verify
 from consumers.index import require_existing_index
-from producers.settings import load_settings
 from schemas.errors import BlackboxError
 
 app = typer.Typer(
@@ -43,7 +43,7 @@ _READS_EXISTING_INDEX = frozenset(
 @app.callback()
 def _before_command(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand in _READS_EXISTING_INDEX:
-        require_existing_index(load_settings())
+        require_existing_index(load_service_settings())
 
 
 def main() -> None:

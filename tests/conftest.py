@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from producers.settings import BlackboxSettings, load_settings
+from consumers.app.settings import ServiceSettings, load_service_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = ROOT / "deploy" / "local"
@@ -231,6 +231,6 @@ def services(
 
 
 @pytest.fixture
-def tmp_settings(tmp_path: Path) -> BlackboxSettings:
+def tmp_settings(tmp_path: Path) -> ServiceSettings:
     """Embedded-default settings rooted in a fresh temporary data dir."""
-    return load_settings(data_dir=tmp_path / "bb")
+    return load_service_settings(data_dir=tmp_path / "bb")

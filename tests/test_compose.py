@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from producers.settings import BlackboxSettings
+from consumers.app.settings import ServiceSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "deploy" / "compose.yaml"
@@ -39,7 +39,7 @@ def test_services_present(resolved: dict) -> None:
 
 
 def test_blackbox_environment_names_are_settings(resolved: dict) -> None:
-    fields = {f"BLACKBOX_{name.upper()}" for name in BlackboxSettings.model_fields}
+    fields = {f"BLACKBOX_{name.upper()}" for name in ServiceSettings.model_fields}
     for service in ("ingest", "compaction"):
         env = resolved["services"][service]["environment"]
         unknown = {k for k in env if k.startswith("BLACKBOX_")} - fields
@@ -49,7 +49,7 @@ def test_blackbox_environment_names_are_settings(resolved: dict) -> None:
 def test_environment_points_at_the_services(resolved: dict) -> None:
     services = resolved["services"]
     env = services["ingest"]["environment"]
-    settings = BlackboxSettings(**{k.removeprefix("BLACKBOX_").lower(): v for k, v in env.items()})
+    settings = ServiceSettings(**{k.removeprefix("BLACKBOX_").lower(): v for k, v in env.items()})
     assert settings.transport == "kafka" and settings.blob == "s3" and settings.index_engine == "clickhouse"
     host, port = settings.kafka_bootstrap.split(":")
     assert host == "kafka" and port in services["kafka"]["environment"]["KAFKA_LISTENERS"]

@@ -20,12 +20,17 @@ import json
 import os
 import stat
 import sys
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from consumers.app.runtime import open_runtime
 from producers.unrecordable import MAX_DEPTH
 from schemas.errors import BlackboxError, ContractError, TransportError
+
+if TYPE_CHECKING:
+    from consumers.app.runtime import Runtime
+    from producers.evidence import TrustStore
 
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_DOCUMENT_DEPTH", "capture_command", "register"]
 
@@ -129,14 +134,12 @@ def with_article_defaults(document: Any, *, policy: Any) -> Any:
     return document
 
 
-def _check_key_window(sealed: dict[str, Any], *, signer: Any, settings: Any) -> None:
+def _check_key_window(sealed: dict[str, Any], *, signer: Any, store: TrustStore) -> None:
     """Refuse a capture the trust store would refuse for its signing time (the key's validity
     window, or a revocation). A key the store does not know is left to the consumers."""
-    from producers.evidence import TrustStore
     from producers.evidence.trust import parse_time
     from schemas.errors import KeyNotTrusted
 
-    store = TrustStore.load(settings.resolved_trust_store, missing_ok=True)
     if signer.key_id not in store:
         return
     captured_at = sealed["capturedAt"]
@@ -162,7 +165,7 @@ def _signer(settings: Any) -> Any:
     return load_signer(settings.signing_key, settings.signing_key_b64)
 
 
-def emit_capture_file(file: str, *, settings: Any, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+def emit_capture_file(file: str, *, rt: Runtime, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Validate, seal and deliver the capture in ``file``; return its decision id."""
     from producers.evidence import seal
     from producers.policy import CapturePolicy
@@ -170,12 +173,13 @@ def emit_capture_file(file: str, *, settings: Any, timeout: float, max_bytes: in
     from schemas.codec import encode_capture
     from schemas.models import Capture
 
+    settings = rt.settings
     policy = CapturePolicy.from_settings(settings)
     raw = with_article_defaults(_read_json(file, max_bytes), policy=policy)
     capture = Capture.from_json(raw).to_json()
     signer = _signer(settings)
     sealed = policy.apply(seal(capture, signer))
-    _check_key_window(sealed, signer=signer, settings=settings)
+    _check_key_window(sealed, signer=signer, store=rt.trust_store)
     encode_capture(sealed)  # refuse what cannot be stored before anything is sent
 
     failures: list[CaptureFailure] = []
@@ -207,10 +211,9 @@ def capture_command(
     ] = DEFAULT_MAX_BYTES,
 ) -> None:
     """Seal (hash, Merkle root, sign) and emit one capture; print its decision id."""
-    from producers.settings import load_settings
-
     try:
-        decision_id = emit_capture_file(file, settings=load_settings(), timeout=timeout, max_bytes=max_bytes)
+        with open_runtime() as rt:
+            decision_id = emit_capture_file(file, rt=rt, timeout=timeout, max_bytes=max_bytes)
     except BlackboxError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

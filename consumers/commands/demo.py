@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from producers.settings import load_settings
+from consumers.app.runtime import open_runtime
 
 
 def demo_command(
@@ -35,18 +35,14 @@ def report_command(
     ] = None,
 ) -> None:
     """Write a self-contained HTML report: failure rates, latency, tool errors, volume, replays."""
-    from consumers.index import open_index
     from consumers.report import render_report
     from consumers.report.data import report_data
 
     now = datetime.now(UTC)
     until_ = (until or now + timedelta(days=1)).replace(tzinfo=(until or now).tzinfo or UTC)
     since_ = (since or now - timedelta(days=30)).replace(tzinfo=(since or now).tzinfo or UTC)
-    index = open_index(load_settings())
-    try:
-        data = report_data(index, since=since_, until=until_)
-    finally:
-        index.close()
+    with open_runtime() as rt:
+        data = report_data(rt.index, since=since_, until=until_)
     window = f"{since_.date()} to {until_.date()}"
     out.write_text(render_report(**data, generated_at=now, window=window), encoding="utf-8")
     typer.echo(f"wrote {out}")

@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.table import Table
 
 from consumers.access.log import IndexAccessLog
-from consumers.access.wiring import caller_for
-from consumers.index import TRENDS, ClickHouseServerIndex, Index, open_index, parse_timestamp, run_trend
+from consumers.app.runtime import open_runtime
+from consumers.app.settings import ServiceSettings
+from consumers.index import TRENDS, ClickHouseServerIndex, Index, parse_timestamp, run_trend
 from consumers.index.confined import run_query
 from consumers.index.engine import QueryLimits
-from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import IndexError_
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -129,16 +129,13 @@ def trends(
         return
     now = datetime.now(UTC)
     start, end = parse_when(since, now=now), parse_when(until, now=now)
-    index = open_index(load_settings())
-    try:
-        rows = run_trend(index, name, since=start, until=end, agent=agent, by=by)
-    finally:
-        index.close()
+    with open_runtime() as rt:
+        rows = run_trend(rt.index, name, since=start, until=end, agent=agent, by=by)
     title = f"{name} {_json_default(start)} .. {_json_default(end)}" + (f" agent={agent}" if agent else "")
     print_rows(rows, as_json=as_json, title=title)
 
 
-def _query_index(settings: BlackboxSettings, index: Index) -> Index:
+def _query_index(settings: ServiceSettings, index: Index) -> Index:
     """The index ``query`` reads through: the dedicated read-only user when one is configured."""
     if not settings.query_clickhouse_url:
         return index
@@ -164,27 +161,26 @@ def query(
 ) -> None:
     """Run one SELECT over the index tables: no table functions, no files, no settings; row and time
     limits; every query (allowed or refused) is logged in access_log."""
-    settings = load_settings()
     limits = QueryLimits(max_rows=limit, timeout_s=timeout)
-    index = open_index(settings)
-    reader = index
-    try:
-        reader = _query_index(settings, index)
-        result = run_query(
-            reader,
-            sql,
-            limits=limits,
-            log=IndexAccessLog(index),
-            caller=caller_for(settings, reason="query"),
-        )
-    except IndexError_ as exc:
-        if "TIMEOUT_EXCEEDED" in str(exc):
-            raise IndexError_(f"query stopped after --timeout {timeout}s") from exc
-        raise
-    finally:
-        if reader is not index:
-            reader.close()
-        index.close()
+    with open_runtime() as rt:
+        index = rt.index
+        reader = index
+        try:
+            reader = _query_index(rt.settings, index)
+            result = run_query(
+                reader,
+                sql,
+                limits=limits,
+                log=IndexAccessLog(index),
+                caller=rt.caller("query"),
+            )
+        except IndexError_ as exc:
+            if "TIMEOUT_EXCEEDED" in str(exc):
+                raise IndexError_(f"query stopped after --timeout {timeout}s") from exc
+            raise
+        finally:
+            if reader is not index:
+                reader.close()
     print_rows(result.rows, as_json=as_json)
     if result.truncated:
         typer.echo(f"note: only the first {limit} rows are shown; raise --limit to see more", err=True)

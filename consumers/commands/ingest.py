@@ -14,7 +14,7 @@ bytes it read, against the trust store as it is now: the ``trust`` line (``verif
 ``--json``) is that verdict, never the ingest-time ``trust`` column. Content that fails is still
 printed - the investigator needs to see it - led by ``NOT VERIFIED: ... part=<part>``, and the command
 exits 1; a segment that is missing or does not decompress has nothing to print but the verdict.
-Exit codes are ``verify``'s (:mod:`consumers.ingest.verdict`): 0 verified, 1 not verified, 2 error,
+Exit codes are ``verify``'s (:mod:`consumers.verify.verdict`): 0 verified, 1 not verified, 2 error,
 3 expired.
 """
 
@@ -24,21 +24,23 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from consumers.ingest.verdict import EXIT_CODES_HELP
+from consumers.app.runtime import open_runtime
+from consumers.app.settings import load_service_settings
 from consumers.observability.logs import LogFormat
-from producers.settings import BlackboxSettings, load_settings
+from consumers.verify.verdict import EXIT_CODES_HELP
+from producers.settings import BlackboxSettings
 
 if TYPE_CHECKING:
     from consumers.ingest.service import IngestService
-    from consumers.ingest.verdict import Verdict
     from consumers.observability.server import ListenAddress
+    from consumers.verify.verdict import Verdict
 
 __all__ = ["consume_command", "register", "show_command"]
 
@@ -75,16 +77,15 @@ def consume_command(
     ] = "text",
 ) -> None:
     """Ingest captures: decode, verify, dedup, write segments and index rows, then commit."""
-    from consumers.ingest.service import build_service, parse_kafka_options
+    from consumers.ingest.service import parse_kafka_options
     from consumers.ingest.signals import stop_on_signals
     from consumers.observability.logs import configure_logging
 
     configure_logging(log_format)
     address = _listen_address(metrics_listen)
-    settings = load_settings()
     with (
-        build_service(
-            settings,
+        open_runtime() as rt,
+        rt.ingest(
             batch_size=batch_size,
             max_wait=max_wait,
             kafka_config=parse_kafka_options(kafka_option or []),
@@ -101,7 +102,7 @@ def consume_command(
     if dead_files is not None:
         summary["dead_lettered_files"] = dead_files
     typer.echo(" ".join(f"{k}={v}" for k, v in summary.items()))
-    for line in _where_they_went(settings, summary):
+    for line in _where_they_went(rt.settings, summary):
         typer.echo(line)
     if conflicts:
         typer.echo(f"conflicting duplicates quarantined: {', '.join(conflicts[:20])}", err=True)
@@ -164,24 +165,18 @@ def show_command(
     ] = None,
 ) -> None:
     """Show one stored capture (logged in the access log), verified at read time."""
-    from consumers.access import caller_for, gate_for
-    from consumers.index import open_index
-    from consumers.ingest.show import load_capture
-    from consumers.ingest.verdict import Verdict
-    from consumers.ingest.verify_stored import judge_shown
-    from producers.blobstore import open_blob_store
+    from consumers.storage.reader import load_capture
+    from consumers.verify.stored import judge_shown
+    from consumers.verify.verdict import Verdict
     from producers.evidence import TrustStore
     from schemas.errors import VerificationError
 
-    settings = load_settings(trust_store=trust_store)
-    index = open_index(settings)
-    try:
-        trust = TrustStore.load(settings.resolved_trust_store)
-        gate = gate_for(settings, index)
-        caller = caller_for(settings, reason=reason)
+    with open_runtime(load_service_settings(trust_store=trust_store)) as rt:
+        index = rt.index
+        trust = TrustStore.load(rt.settings.resolved_trust_store)  # a missing trust store is an error here
         try:
             shown = load_capture(
-                decision_id, index=index, store=open_blob_store(settings), gate=gate, caller=caller
+                decision_id, index=index, store=rt.blob_store, gate=rt.gate, caller=rt.caller(reason)
             )
         except VerificationError as exc:  # the stored bytes are gone or not the recorded ones
             unreadable = Verdict.failed(decision_id, exc, checked_at=datetime.now(UTC))
@@ -192,9 +187,7 @@ def show_command(
                 typer.echo(unreadable.line())
             raise typer.Exit(unreadable.exit_code) from exc
         verdict = judge_shown(shown, index=index, trust=trust)
-    finally:
-        index.close()
-    view = replace(shown, verdict=verdict).to_json()
+    view = shown.to_json(verification=verdict.to_json())
     if as_json:
         typer.echo(json.dumps(view, ensure_ascii=False, indent=2))
     else:
@@ -229,7 +222,8 @@ def _print_summary(view: dict[str, Any], verdict: Verdict) -> None:
         trace = capture.get("executionTrace") or {}
         outcome = capture.get("outcome") or {}
         lines += [
-            f"agent      {capture.get('agentId')}  at {capture.get('capturedAt')}  level={capture.get('captureLevel')}",
+            f"agent      {capture.get('agentId')}  at {capture.get('capturedAt')}  level={capture.get('captureLevel')}"
+            f"  fidelity={capture.get('fidelity') or 'sdk'}",
             f"model      {config.get('modelIdentifier')} {config.get('modelVersion')}  prompt {config.get('systemPromptVersion')}",
             f"outcome    {outcome.get('status')}  stop={trace.get('stopReason')}  tool calls={len(trace.get('toolCalls') or [])}",
             f"output     {_clip(trace.get('finalOutputText'))}",

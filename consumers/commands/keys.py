@@ -21,9 +21,9 @@ from typing import Annotated
 
 import typer
 
+from consumers.app.settings import load_service_settings
 from producers.evidence import TrustStore, generate_keypair, load_signer, public_key_from, public_raw
 from producers.evidence.trust import format_time, parse_time
-from producers.settings import load_settings
 from schemas.errors import ContractError
 
 __all__ = ["register"]
@@ -68,7 +68,7 @@ def generate(
     agent: AgentOption = None,
 ) -> None:
     """Write a new signing key pair and add its public key to the trust store."""
-    settings = load_settings()
+    settings = load_service_settings()
     target = directory if directory is not None else settings.data_dir / "keys"
     private_path, public_path = generate_keypair(target)
     signer = load_signer(private_path)
@@ -91,7 +91,7 @@ def generate(
 
 def list_keys() -> None:
     """Show the keys of the trust store, their windows and the agents they may sign for."""
-    store_path = load_settings().resolved_trust_store
+    store_path = load_service_settings().resolved_trust_store
     store = TrustStore.load(store_path, missing_ok=True)
     if not len(store):
         typer.echo(f"no keys in {store_path}")
@@ -110,7 +110,7 @@ def trust(
     agent: AgentOption = None,
 ) -> None:
     """Trust another runtime's public key for captures signed within a window, for some agents."""
-    store_path = load_settings().resolved_trust_store
+    store_path = load_service_settings().resolved_trust_store
     store = TrustStore.load(store_path, missing_ok=True)
     raw = public_raw(public_key_from(public_key_file))
     key = store.add(
@@ -129,7 +129,7 @@ def revoke(
     at: Annotated[str | None, typer.Option("--at", help="Compromise time (default now).")] = None,
 ) -> None:
     """Mark a key compromised: every signature by it is refused from that time on."""
-    store_path = load_settings().resolved_trust_store
+    store_path = load_service_settings().resolved_trust_store
     store = TrustStore.load(store_path)
     moment = _time_option(at, "--at") or datetime.now(UTC)
     key = store.revoke(key_id, moment)

@@ -22,7 +22,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from consumers.access import caller_for, gate_for
+from consumers.app.runtime import open_runtime
+from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.replay.bisect import BisectResult, ExplainResult, Target, bisect_candidates, explain_change
 from consumers.replay.clients import CallableModelClient, ModelClient, OpenAICompatibleClient
 from consumers.replay.regress import RegressionResult, regress
@@ -30,10 +31,8 @@ from consumers.replay.replayer import Replayer
 from consumers.replay.report import render_table, replay_with_report, report_json, result_row, run_rows
 from consumers.replay.runlog import IndexReplayRunLog, ReplayRunLog
 from consumers.replay.sandbox import HttpToolBackend
-from consumers.replay.source import CaptureSource, FileCaptureSource, IndexedCaptureSource
+from consumers.replay.source import CaptureSource, FileCaptureSource
 from consumers.replay.variation import Variation, load_configuration, parse_variation
-from consumers.replay.verification import EvidenceVerifier
-from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import ContractError
 
 FileOpt = Annotated[
@@ -112,23 +111,17 @@ def _replayer(
     live_tools: str | None = None,
     live_reason: str | None = None,
     directory: Path | None = None,
-) -> Iterator[tuple[Replayer, CaptureSource, ReplayRunLog, BlackboxSettings]]:
-    settings = load_settings(caller=access.caller, scope=access.scope)
-    caller = caller_for(settings, reason=access.reason)
-    with ExitStack() as stack:
-        from consumers.index import open_index
-
-        index = open_index(settings)
-        stack.callback(index.close)
+) -> Iterator[tuple[Replayer, CaptureSource, ReplayRunLog, ServiceSettings]]:
+    settings = load_service_settings(caller=access.caller, scope=access.scope)
+    with open_runtime(settings, grants=access.grants) as rt, ExitStack() as stack:
+        index = rt.index  # replay runs and the access log are written there, whatever the source
         source: CaptureSource
         if file is not None:
             source = FileCaptureSource(file)
         elif directory is not None:
             source = FileCaptureSource(directory)
         else:
-            from producers.blobstore import open_blob_store
-
-            source = IndexedCaptureSource(index, open_blob_store(settings))
+            source = rt.capture_source
         client: ModelClient
         if model_callable is not None:
             client = CallableModelClient(load_callable(model_callable), name=model_callable)
@@ -142,13 +135,10 @@ def _replayer(
         if live_tools is not None:
             backend = HttpToolBackend(live_tools)
             stack.callback(backend.close)
-        gate = gate_for(settings, index, grants=access.grants)
-        replayer = Replayer(
-            source=source,
+        replayer = rt.replayer(
             client=client,
-            gate=gate,
-            caller=caller,
-            verifier=EvidenceVerifier.from_settings(settings),
+            reason=access.reason,
+            source=source,
             allow_unverified=allow_unverified,
             substitute_model=substitute,
             live_tools=backend,

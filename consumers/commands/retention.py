@@ -16,15 +16,16 @@ import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from consumers.app.runtime import open_runtime
+from consumers.app.settings import load_service_settings
 from consumers.observability.logs import LogFormat, configure_logging
 from consumers.retention.clock import SystemClock
 from consumers.retention.compaction import CompactionResult
 from consumers.retention.plan import CompactionPlan
-from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import ContractError, RetentionError
 
 __all__ = ["compact_command", "flag_command", "hold_command", "register", "release_command"]
@@ -45,10 +46,6 @@ def _parse_time(value: str, option: str) -> datetime:
     except ValueError as exc:
         raise ContractError(f"not an ISO-8601 time: {value!r}", path=option) from exc
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _settings(policy: Path | None) -> BlackboxSettings:
-    return load_settings(retention_policy=policy)
 
 
 def compact_command(
@@ -77,19 +74,12 @@ def compact_command(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from consumers.index import open_index
-    from consumers.retention.compaction import Compactor
-    from producers.blobstore import open_blob_store
-
     configure_logging(log_format)
-    settings = _settings(policy)
+    settings = load_service_settings(retention_policy=policy)
     moment = _parse_time(as_of, "--as-of") if as_of else None
     err = Console(stderr=True)
-    index = open_index(settings)
-    try:
-        compactor = Compactor.from_settings(
-            settings, index=index, store=open_blob_store(settings), clock=SystemClock()
-        )
+    with open_runtime(settings) as rt:
+        compactor = rt.compactor(clock=SystemClock())
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -108,8 +98,6 @@ def compact_command(
                 bar.update(task, completed=done, total=total)
 
             result = compactor.run(as_of=moment, dry_run=dry_run, progress=progress, on_plan=on_plan)
-    finally:
-        index.close()
     logger.info("compaction finished", extra={"summary": result.summary()})
     if metrics_textfile is not None and not result.dry_run:
         from consumers.observability.metrics import finish_compaction_run, write_textfile
@@ -159,12 +147,6 @@ def _print_summary(result: CompactionResult) -> None:
         console.print(f"[red]not processed:[/red] {error}")
 
 
-def _holds(settings: BlackboxSettings, index: Any) -> Any:
-    from consumers.retention.hold import LegalHolds
-
-    return LegalHolds.from_settings(settings, index=index, clock=SystemClock())
-
-
 def hold_command(
     decision_id: Annotated[str, typer.Argument(help="The decision to put under legal hold.")],
     reason: Annotated[
@@ -172,14 +154,8 @@ def hold_command(
     ],
 ) -> None:
     """Put a decision under legal hold: compaction and expiry leave it alone until released."""
-    from consumers.index import open_index
-
-    settings = load_settings()
-    index = open_index(settings)
-    try:
-        result = _holds(settings, index).hold(decision_id, reason=reason)
-    finally:
-        index.close()
+    with open_runtime() as rt:
+        result = rt.legal_holds(clock=SystemClock()).hold(decision_id, reason=reason)
     state = "held" if result.changed else "already held"
     typer.echo(f"{state}: {decision_id} ({result.content_state}) reason: {result.hold_reason}")
 
@@ -189,14 +165,8 @@ def release_command(
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit log).")],
 ) -> None:
     """Release a legal hold; the retention policy applies again from the next compaction."""
-    from consumers.index import open_index
-
-    settings = load_settings()
-    index = open_index(settings)
-    try:
-        result = _holds(settings, index).release(decision_id, reason=reason)
-    finally:
-        index.close()
+    with open_runtime() as rt:
+        result = rt.legal_holds(clock=SystemClock()).release(decision_id, reason=reason)
     state = "released" if result.changed else "was not held"
     typer.echo(f"{state}: {decision_id} ({result.content_state})")
 
@@ -217,36 +187,25 @@ def flag_command(
 ) -> None:
     """Send flag_consequential for a decision through the configured transport."""
     from consumers.retention.flag import agent_of, send_flag, signer_for
-    from producers.transports import open_sender
 
-    settings = load_settings()
-    if not reason.strip():
-        raise RetentionError("flag needs a reason (--reason)")
-    if agent is None:
-        from consumers.index import open_index
-
-        index = open_index(settings)
-        try:
-            agent = agent_of(index, decision_id)
-        finally:
-            index.close()
-    signer = None if unsigned else signer_for(settings)
-    if signer is None and not unsigned:
-        raise ContractError(
-            "no signing key configured (BLACKBOX_SIGNING_KEY or BLACKBOX_SIGNING_KEY_B64); "
-            "ingest only accepts signed flags. Pass --unsigned to send anyway.",
-            path="signing_key",
-        )
-    transport = open_sender(settings)
-    try:
+    with open_runtime() as rt:
+        if not reason.strip():
+            raise RetentionError("flag needs a reason (--reason)")
+        if agent is None:
+            agent = agent_of(rt.index, decision_id)
+        signer = None if unsigned else signer_for(rt.settings)
+        if signer is None and not unsigned:
+            raise ContractError(
+                "no signing key configured (BLACKBOX_SIGNING_KEY or BLACKBOX_SIGNING_KEY_B64); "
+                "ingest only accepts signed flags. Pass --unsigned to send anyway.",
+                path="signing_key",
+            )
         sent = send_flag(
-            transport, decision_id, agent_id=agent, reason=reason, failure=failure, signer=signer
+            rt.sender, decision_id, agent_id=agent, reason=reason, failure=failure, signer=signer
         )
-    finally:
-        transport.close()
     signed = "signed" if sent.signed else "unsigned"
     typer.echo(
-        f"flag sent ({signed}, {settings.transport}): {decision_id} agent={agent} at {sent.value['flaggedAt']}"
+        f"flag sent ({signed}, {rt.settings.transport}): {decision_id} agent={agent} at {sent.value['flaggedAt']}"
     )
 
 

@@ -6,7 +6,7 @@
 
 Output: ``verified: <decisionId> key=<key_id> (N parts)`` (plus the absent parts of a
 structured-only or compacted capture), ``NOT VERIFIED: <decisionId> part=<part> (<Error>): <reason>``
-or ``EXPIRED: <decisionId>: <reason>``. Exit codes (:mod:`consumers.ingest.verdict`, shared with
+or ``EXPIRED: <decisionId>: <reason>``. Exit codes (:mod:`consumers.verify.verdict`, shared with
 ``show``): 0 verified; 1 not verified - tampered, a segment missing, truncated or not decompressing,
 key unknown or revoked, unsigned, quarantined; 3 expired under retention. Problems that are not a
 verdict (unreadable file, no trust store, index or blob store unreachable) are errors: exit 2.
@@ -20,9 +20,10 @@ from typing import Annotated, Any
 
 import typer
 
-from consumers.ingest.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
+from consumers.app.runtime import open_runtime
+from consumers.app.settings import ServiceSettings, load_service_settings
+from consumers.verify.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
 from producers.evidence import TrustStore, verify_capture
-from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import ContractError, VerificationError
 
 __all__ = ["register", "verify_command"]
@@ -42,26 +43,21 @@ def _load_capture_file(path: Path) -> dict[str, Any]:
     return value
 
 
-def _verify_by_id(decision_id: str, settings: BlackboxSettings, trust: TrustStore, reason: str) -> None:
+def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore, reason: str) -> None:
     """Verify the stored capture and its index rows, after the access gate logged the read."""
-    from consumers.access import caller_for, gate_for
-    from consumers.index import open_index
-    from consumers.ingest.show import current_row
-    from consumers.ingest.verify_stored import stored_verdict
-    from producers.blobstore import open_blob_store
+    from consumers.storage.store import current_row
+    from consumers.verify.stored import stored_verdict
 
-    index = open_index(settings)
-    try:
+    with open_runtime(settings) as rt:
+        index = rt.index
         row = current_row(index, decision_id)
         subject = (
             json.loads(row["manifest_json"])
             if row and row.get("manifest_json")
             else {"decisionId": decision_id, "agentId": (row or {}).get("agent_id", "")}
         )
-        gate_for(settings, index).authorize(caller_for(settings, reason=reason), subject, action="verify")
-        verdict = stored_verdict(decision_id, index=index, store=open_blob_store(settings), trust=trust)
-    finally:
-        index.close()
+        rt.gate.authorize(rt.caller(reason), subject, action="verify")
+        verdict = stored_verdict(decision_id, index=index, store=rt.blob_store, trust=trust)
     for line in (verdict.line(), *verdict.notes()):
         typer.echo(line)
     if verdict.exit_code:
@@ -83,8 +79,8 @@ def verify_command(
     """Verify a capture's signature, key, content hashes and working-set root."""
     if (decision_id is None) == (file is None):
         raise ContractError("give either a DECISION_ID or --file FILE.json", path="verify")
-    settings = load_settings(trust_store=trust_store)
-    trust = TrustStore.load(settings.resolved_trust_store)
+    settings = load_service_settings(trust_store=trust_store)
+    trust = TrustStore.load(settings.resolved_trust_store)  # strict: a missing trust store is an error
     if file is None:
         _verify_by_id(str(decision_id), settings, trust, reason)
         return

@@ -20,7 +20,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from consumers.access import Caller, gate_for
+from consumers.access import Caller
+from consumers.app.runtime import Runtime, open_runtime
+from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.demo.agent import (
     MODEL_VERSIONS,
     PROMPT_VERSIONS,
@@ -30,13 +32,11 @@ from consumers.demo.agent import (
     system_prompt,
 )
 from consumers.demo.model import ScriptedSupportModel
+from consumers.demo.store import first_failed_capture
 from consumers.demo.world import World
-from consumers.index import open_index, run_trend
-from consumers.ingest.service import build_service
+from consumers.index import run_trend
 from consumers.replay import (
     CallableModelClient,
-    EvidenceVerifier,
-    IndexedCaptureSource,
     IndexReplayRunLog,
     Replayer,
     Variation,
@@ -44,11 +44,9 @@ from consumers.replay import (
     replay_with_report,
 )
 from consumers.replay.report import render_table, result_row, run_rows
-from producers.blobstore import open_blob_store
 from producers.evidence import TrustStore, generate_keypair, load_signer
 from producers.policy import CapturePolicy
 from producers.recorder import Recorder
-from producers.settings import BlackboxSettings, load_settings
 from schemas.errors import BlackboxError
 
 MARKER = ".blackbox-demo"
@@ -113,7 +111,7 @@ def run_demo(
 ) -> DemoResult:
     console = console or Console()
     prepare_data_dir(data_dir)
-    settings = load_settings(data_dir=data_dir)
+    settings = load_service_settings(data_dir=data_dir)
     _trust_new_key(settings)
     start = simulation_start(days)
 
@@ -126,11 +124,11 @@ def run_demo(
     runs = _record(settings, decisions=decisions, days=days, start=start, console=console)
     wrong = sum(r.wrong_refund for r in runs)
 
-    console.rule("[bold]2. Ingest")
-    _ingest(settings, expected=decisions + wrong, console=console)
+    with open_runtime(settings) as rt:
+        console.rule("[bold]2. Ingest")
+        _ingest(rt, expected=decisions + wrong, console=console)
 
-    index = open_index(settings)
-    try:
+        index = rt.index
         console.rule("[bold]3. What the SREs see")
         worst, failing_sets = _trends(
             index, since=start, until=start + timedelta(days=days + 1), console=console
@@ -139,7 +137,7 @@ def run_demo(
         console.rule("[bold]4. Replay one failed decision")
         failed_id = _pick_failed(index, worst)
         console.print(f"Picked [bold]{failed_id}[/bold], flagged by the refund auditor.")
-        replayer = _replayer(settings, index)
+        replayer = _replayer(rt)
         prepared = replayer.prepare(failed_id)
         variations = _variations(prepared.capture)
         report = replay_with_report(replayer, prepared, variations=variations)
@@ -174,8 +172,6 @@ def run_demo(
             f"First prompt version that reproduces the failure: [bold red]{first}[/bold red] "
             f"({bisect.replays} replays for {len(candidates)} candidates)."
         )
-    finally:
-        index.close()
 
     result = DemoResult(
         data_dir=data_dir,
@@ -212,7 +208,7 @@ def _changed(row: Any) -> bool:
     )
 
 
-def _trust_new_key(settings: BlackboxSettings) -> None:
+def _trust_new_key(settings: ServiceSettings) -> None:
     private_path, _ = generate_keypair(settings.data_dir / "keys")
     signer = load_signer(path=private_path)
     store = TrustStore.load(settings.resolved_trust_store, missing_ok=True)
@@ -224,7 +220,7 @@ def _trust_new_key(settings: BlackboxSettings) -> None:
 
 
 def _record(
-    settings: BlackboxSettings, *, decisions: int, days: int, start: datetime, console: Console
+    settings: ServiceSettings, *, decisions: int, days: int, start: datetime, console: Console
 ) -> list:
     clock = SimClock(start)
     key_path = Path((settings.data_dir / "signing-key.path").read_text(encoding="utf-8"))
@@ -259,8 +255,8 @@ def _record(
     return runs
 
 
-def _ingest(settings: BlackboxSettings, *, expected: int, console: Console) -> None:
-    with build_service(settings, batch_size=500, max_wait=0.2) as service, _progress(console) as progress:
+def _ingest(rt: Runtime, *, expected: int, console: Console) -> None:
+    with rt.ingest(batch_size=500, max_wait=0.2) as service, _progress(console) as progress:
         task = progress.add_task("ingesting into segments", total=expected)
         batches = -1
         while True:
@@ -330,23 +326,16 @@ def _trends(index: Any, *, since: datetime, until: datetime, console: Console) -
 
 
 def _pick_failed(index: Any, prompt_version: str) -> str:
-    rows = index.query(
-        "SELECT decision_id FROM decisions_current WHERE failed_any AND prompt_version = {p:String} "
-        "AND content_state = 'full' AND trust = 'verified' ORDER BY captured_at, decision_id LIMIT 1",
-        {"p": prompt_version},
-    )
-    if not rows:
+    decision_id = first_failed_capture(index, prompt_version)
+    if decision_id is None:
         raise BlackboxError(f"no failed full capture on prompt {prompt_version}")
-    return str(rows[0]["decision_id"])
+    return decision_id
 
 
-def _replayer(settings: BlackboxSettings, index: Any) -> Replayer:
-    return Replayer(
-        source=IndexedCaptureSource(index, open_blob_store(settings)),
+def _replayer(rt: Runtime) -> Replayer:
+    return rt.replayer(
         client=CallableModelClient(ScriptedSupportModel()),
-        gate=gate_for(settings, index),
         caller=Caller(identity="demo-incident-responder", scope="operator", reason="demo: refund incident"),
-        verifier=EvidenceVerifier.from_settings(settings),
     )
 
 

@@ -4,24 +4,30 @@ from captures (:mod:`consumers.index.rows`) and the named trend catalog (:mod:`c
 Typical use::
 
     index = open_index(settings)                       # schema ensured
-    batch = RowBatch.of(decision_rows(c, segment_key=..., ...) for c in captures)
-    index.insert_captures(batch)                       # tool_calls, memory_entries, then decisions
-    index.latest_decision("dec_...")                   # current version (FINAL) or None
+    index.insert("flags", columns)                     # one column-oriented batch
+    index.query("SELECT ... {id:String}", {"id": ...}) # rows as dicts
     run_trend(index, "failure_rate", since=..., until=...)
     index.close()
 
-Modules: ``engine`` (DDL, protocol, shared SQL helpers, versions), ``embedded`` (ChdbIndex),
-``server`` (ClickHouseServerIndex), ``rows``, ``trends``. See :mod:`consumers.index.engine` for the
-chdb one-path-per-process rule.
+The seam (:class:`Index`) is the engine primitives only: schema, column types, insert, query,
+``EXPLAIN AST``, command, close. Each area keeps the SQL it runs in its own store module
+(``consumers/ingest/store.py``, ``consumers/retention/store.py``, ``consumers/replay/store.py``, ...);
+the SQL that stays here is the schema (``ddl.sql``), the trend catalog and the confined query.
+
+Modules: ``engine`` (DDL, protocol, shared insert coercion, versions), ``embedded`` (ChdbIndex),
+``server`` (ClickHouseServerIndex), ``rows``, ``trends``, ``confined``. See
+:mod:`consumers.index.engine` for the chdb one-path-per-process rule.
 """
 
 from __future__ import annotations
 
-from producers.settings import BlackboxSettings
+from pathlib import Path
+from typing import Protocol
+
 from schemas.errors import DataDirMissing
 
 from .embedded import ChdbIndex, chdb_open_path
-from .engine import TABLES, Index, load_ddl, parse_timestamp, split_statements, state_version
+from .engine import TABLES, Index, insert_rows, load_ddl, parse_timestamp, split_statements, state_version
 from .rows import CaptureRows, RowBatch, decision_rows, flag_row
 from .server import ClickHouseServerIndex
 from .trends import TRENDS, Trend, run_trend, trend_sql
@@ -33,11 +39,13 @@ __all__ = [
     "ChdbIndex",
     "ClickHouseServerIndex",
     "Index",
+    "IndexSettings",
     "RowBatch",
     "Trend",
     "chdb_open_path",
     "decision_rows",
     "flag_row",
+    "insert_rows",
     "load_ddl",
     "open_index",
     "parse_timestamp",
@@ -49,7 +57,20 @@ __all__ = [
 ]
 
 
-def require_existing_index(settings: BlackboxSettings) -> None:
+class IndexSettings(Protocol):
+    """The settings the index reads (the services' settings, :mod:`consumers.app.settings`)."""
+
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def clickhouse_url(self) -> str | None: ...
+    @property
+    def chdb_path(self) -> Path | None: ...
+    @property
+    def resolved_chdb_path(self) -> Path: ...
+
+
+def require_existing_index(settings: IndexSettings) -> None:
     """Refuse a read on an embedded index that was never created: the usual cause is a mistyped
     ``BLACKBOX_DATA_DIR``, and creating an empty index there would answer "no such decision"."""
     if settings.clickhouse_url:
@@ -65,9 +86,7 @@ def require_existing_index(settings: BlackboxSettings) -> None:
         )
 
 
-def open_index(
-    settings: BlackboxSettings, *, database: str | None = None, ensure_schema: bool = True
-) -> Index:
+def open_index(settings: IndexSettings, *, database: str | None = None, ensure_schema: bool = True) -> Index:
     """The index the settings name: a ClickHouse server when ``clickhouse_url`` is set, else chdb at
     ``resolved_chdb_path``. The schema is created if missing (idempotent) unless ``ensure_schema=False``.
 

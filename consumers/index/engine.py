@@ -6,8 +6,10 @@
   ``clickhouse-connect`` (``http(s)://`` URL), or clickhouse-connect's own in-process chdb backend
   (``chdb:///path`` DSN) which runs exactly the server code path without a server.
 
-This module holds what both share: the DDL, the protocol, ``SqlIndex`` (every helper built once on the
-four engine primitives), value normalization and row versions.
+This module holds what both share: the DDL, the protocol, ``SqlIndex`` (schema, column types and
+insert coercion, written once for both engines), :func:`insert_rows`, value normalization and row
+versions. The SQL of each area (ingest, retention, replay, report, ...) lives in that area's store
+module, never here.
 
 Both engines take the same column-oriented batches (``dict[column, list]``), the same SQL with
 ClickHouse query parameters (``{name:Type}``), and return rows as ``dict`` with the same Python types
@@ -36,7 +38,6 @@ from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse, urlunparse
 
-from consumers.index.rows import RowBatch
 from schemas.errors import IndexError_
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Index",
     "QueryLimits",
     "SqlIndex",
+    "insert_rows",
     "load_ddl",
     "parse_timestamp",
     "split_statements",
@@ -62,7 +64,6 @@ TABLES = (
 )
 DEFAULT_DATABASE = "blackbox"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_UPDATE_CHUNK = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,10 +242,11 @@ def check_identifier(name: str, what: str = "identifier") -> str:
 # --- the protocol -------------------------------------------------------------------------------------
 @runtime_checkable
 class Index(Protocol):
-    """The index seam. :class:`ChdbIndex` and :class:`ClickHouseServerIndex` implement it with the same SQL.
+    """The index seam: the engine primitives every caller needs, and nothing else.
+    :class:`ChdbIndex` and :class:`ClickHouseServerIndex` implement it with the same SQL.
 
-    Engine primitives: ``ensure_schema``, ``insert`` (column-oriented), ``query`` (rows as dicts),
-    ``command``, ``close``. Everything else is built on them once, in ``SqlIndex``.
+    The SQL itself belongs to the area that runs it, in that area's store module
+    (``consumers/<area>/store.py``); the seam only runs statements and moves rows.
     """
 
     database: str
@@ -253,41 +255,15 @@ class Index(Protocol):
         """Create the database, tables and views if missing (idempotent; safe on every start)."""
         ...
 
-    def column_types(self, table: str) -> dict[str, str]: ...
+    def column_types(self, table: str) -> dict[str, str]:
+        """``{column: ClickHouse type}`` of a table in this index's database, in column order."""
+        ...
 
     def insert(
         self, table: str, columns: Mapping[str, Sequence[Any]], *, dedup_token: str | None = None
     ) -> int:
         """Insert one column-oriented batch; returns the row count. Omitted columns take their default."""
         ...
-
-    def insert_rows(
-        self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> int: ...
-
-    def insert_captures(self, captures: Iterable[Any], *, dedup_token: str | None = None) -> int: ...
-
-    def insert_decisions(
-        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> int: ...
-
-    def insert_tool_calls(
-        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> int: ...
-
-    def insert_memory_entries(
-        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> int: ...
-
-    def insert_flags(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
-
-    def insert_access_log(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
-
-    def insert_replay_runs(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
-
-    def insert_quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
-
-    def insert_deletions(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
 
     def query(
         self,
@@ -314,29 +290,28 @@ class Index(Protocol):
         """Run a statement that returns no rows (DDL, INSERT ... SELECT, DELETE)."""
         ...
 
-    def latest_decision(self, decision_id: str) -> dict[str, Any] | None: ...
-
-    def latest_decisions(
-        self, decision_ids: Sequence[str], *, columns: Sequence[str] = ("decision_id", "content_sha256")
-    ) -> dict[str, dict[str, Any]]: ...
-
-    def decision_exists(self, decision_id: str) -> bool: ...
-
-    def update_decisions(
-        self, decision_ids: Sequence[str], changes: Mapping[str, Any], *, version: int | None = None
-    ) -> None: ...
-
-    def delete_decisions(self, decision_ids: Sequence[str]) -> None: ...
-
-    def optimize(self, table: str, *, final: bool = True) -> None: ...
-
     def close(self) -> None:
         """Release the connection (idempotent)."""
         ...
 
 
+def insert_rows(
+    index: Index, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+) -> int:
+    """Insert row dicts through :meth:`Index.insert` (pivoted to columns here); keys missing from a row
+    take the column's default value. Returns the row count."""
+    if not rows:
+        return 0
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    columns = {n: [row.get(n) for row in rows] for n in names}
+    return index.insert(table, columns, dedup_token=dedup_token)
+
+
 class SqlIndex:
-    """Everything above the four engine primitives; shared by both engines so the SQL is one."""
+    """What both engines share above their own primitives: the schema, column types and the coercion
+    of inserted values, written once so the two engines behave the same."""
 
     database: str
 
@@ -434,134 +409,6 @@ class SqlIndex:
         if base.startswith("DateTime"):
             out = [parse_timestamp(v) if isinstance(v, str) else v for v in out]
         return out
-
-    def insert_rows(
-        self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> int:
-        """Insert row dicts (pivoted here); keys missing from a row take the column default value."""
-        if not rows:
-            return 0
-        names: dict[str, None] = {}
-        for row in rows:
-            names.update(dict.fromkeys(row))
-        columns = {n: [row.get(n) for row in rows] for n in names}
-        return self.insert(table, columns, dedup_token=dedup_token)
-
-    def insert_decisions(self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> int:
-        return self.insert_rows("decisions", rows, dedup_token=dedup_token)
-
-    def insert_tool_calls(self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> int:
-        return self.insert_rows("tool_calls", rows, dedup_token=dedup_token)
-
-    def insert_memory_entries(
-        self, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> int:
-        return self.insert_rows("memory_entries", rows, dedup_token=dedup_token)
-
-    def insert_flags(self, rows: Sequence[Mapping[str, Any]]) -> int:
-        return self.insert_rows("flags", rows)
-
-    def insert_access_log(self, rows: Sequence[Mapping[str, Any]]) -> int:
-        return self.insert_rows("access_log", rows)
-
-    def insert_replay_runs(self, rows: Sequence[Mapping[str, Any]]) -> int:
-        return self.insert_rows("replay_runs", rows)
-
-    def insert_quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int:
-        return self.insert_rows("quarantine", rows)
-
-    def insert_deletions(self, rows: Sequence[Mapping[str, Any]]) -> int:
-        return self.insert_rows("deletions", rows)
-
-    def insert_captures(self, captures: Iterable[Any], *, dedup_token: str | None = None) -> int:
-        """Insert the rows of many captures (each a :class:`consumers.index.rows.CaptureRows`, or a
-        :class:`~consumers.index.rows.RowBatch`). Child tables go first and ``decisions`` last, so a
-        decision row that exists implies its tool-call and memory rows exist. Returns decisions inserted.
-        """
-        batch = captures if isinstance(captures, RowBatch) else RowBatch.of(captures)
-        for table in ("tool_calls", "memory_entries", "decisions"):
-            columns = batch.columns(table)
-            if columns:
-                token = f"{dedup_token}:{table}" if dedup_token else None
-                self.insert(table, columns, dedup_token=token)
-        return len(batch)
-
-    # reads -----------------------------------------------------------------------------------------
-    def latest_decision(self, decision_id: str) -> dict[str, Any] | None:
-        """The current version of one decision (with ``failed_any`` folding in failure flags), or None."""
-        rows = self.query(
-            "SELECT * FROM decisions_current WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
-        )
-        return rows[0] if rows else None
-
-    def latest_decisions(
-        self, decision_ids: Sequence[str], *, columns: Sequence[str] = ("decision_id", "content_sha256")
-    ) -> dict[str, dict[str, Any]]:
-        """Current version of many decisions, keyed by id; only ``columns`` are read (ingest uses the
-        default to spot same-id-different-content before inserting)."""
-        cols = ", ".join(check_identifier(c, "column") for c in dict.fromkeys(["decision_id", *columns]))
-        found: dict[str, dict[str, Any]] = {}
-        ids = list(dict.fromkeys(decision_ids))
-        for start in range(0, len(ids), _UPDATE_CHUNK):
-            chunk = ids[start : start + _UPDATE_CHUNK]
-            for row in self.query(
-                f"SELECT {cols} FROM decisions FINAL WHERE decision_id IN {{ids:Array(String)}}",
-                {"ids": chunk},
-            ):
-                found[row["decision_id"]] = row
-        return found
-
-    def decision_exists(self, decision_id: str) -> bool:
-        rows = self.query(
-            "SELECT count() AS n FROM decisions WHERE decision_id = {id:String}", {"id": decision_id}
-        )
-        return bool(rows and rows[0]["n"])
-
-    # state changes ---------------------------------------------------------------------------------
-    def update_decisions(
-        self, decision_ids: Sequence[str], changes: Mapping[str, Any], *, version: int | None = None
-    ) -> None:
-        """Write a new version of each listed decision with ``changes`` applied (all other columns are
-        copied from its current version, inside the engine). Decisions whose current version is already
-        >= ``version`` are left alone, so a late or repeated update never rolls state back.
-        """
-        if not changes:
-            raise IndexError_("update_decisions needs at least one column to change")
-        version = state_version() if version is None else version
-        types = self.column_types("decisions")
-        replace: list[str] = []
-        params: dict[str, Any] = {"version": version}
-        for i, (column, value) in enumerate(changes.items()):
-            if column not in types or column in ("decision_id", "agent_id", "captured_at", "version"):
-                raise IndexError_(f"decisions: column {column!r} cannot be updated")
-            base, nullable = base_type(types[column])
-            param_type = f"Nullable({base})" if nullable else base
-            replace.append(f"{{c{i}:{param_type}}} AS {column}")
-            params[f"c{i}"] = value
-        replace.append("{version:UInt64} AS version")
-        # The filter sits in a subquery: in ClickHouse a REPLACE alias would shadow the column in WHERE.
-        sql = (
-            f"INSERT INTO decisions SELECT * REPLACE ({', '.join(replace)}) FROM "
-            "(SELECT * FROM decisions FINAL WHERE decision_id IN {ids:Array(String)} "
-            "AND version < {version:UInt64})"
-        )
-        ids = list(dict.fromkeys(decision_ids))
-        for start in range(0, len(ids), _UPDATE_CHUNK):
-            self.command(sql, {**params, "ids": ids[start : start + _UPDATE_CHUNK]})
-
-    def delete_decisions(self, decision_ids: Sequence[str]) -> None:
-        """Remove decisions and their tool-call / memory rows from the index (lightweight DELETE).
-        Callers log the deletion in ``deletions`` and check legal hold first; this does neither."""
-        ids = list(dict.fromkeys(decision_ids))
-        for start in range(0, len(ids), _UPDATE_CHUNK):
-            chunk = {"ids": ids[start : start + _UPDATE_CHUNK]}
-            for table in ("tool_calls", "memory_entries", "decisions"):
-                self.command(f"DELETE FROM {table} WHERE decision_id IN {{ids:Array(String)}}", chunk)
-
-    def optimize(self, table: str, *, final: bool = True) -> None:
-        """Force a merge (tests and maintenance only; queries never depend on it)."""
-        check_identifier(table, "table")
-        self.command(f"OPTIMIZE TABLE {table}{' FINAL' if final else ''}")
 
 
 # --- small helpers -------------------------------------------------------------------------------------

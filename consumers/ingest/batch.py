@@ -44,6 +44,7 @@ from typing import Any
 
 from consumers.index import CaptureRows, Index, flag_row
 from consumers.retention.policy import RetentionPolicy, default_policy
+from consumers.storage.segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
 from producers.blobstore import BlobStore
 from producers.claimcheck import resolve_claim_check
 from producers.evidence import TrustStore
@@ -63,7 +64,7 @@ from .prepare import (
     prepare_capture,
     quarantine_reason,
 )
-from .segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
+from .store import current_decisions, insert_captures, insert_flags, insert_quarantine, known_quarantine
 
 __all__ = ["BatchProcessor", "BatchResult", "manifest_json", "source_of", "utc_now"]
 
@@ -210,12 +211,12 @@ class BatchProcessor:
             self.dead_letters.flush()
 
         if flag_values:
-            self.index.insert_flags([flag_row(v, received_at=now) for v in flag_values])
+            insert_flags(self.index, [flag_row(v, received_at=now) for v in flag_values])
         if quarantine:
-            self.index.insert_quarantine([self._quarantine_row(item, now) for item in quarantine])
+            insert_quarantine(self.index, [self._quarantine_row(item, now) for item in quarantine])
         if accepted:
             rows = [self._rows(item) for item in accepted]
-            self.index.insert_captures(rows, dedup_token=_dedup_token(accepted))
+            insert_captures(self.index, rows, dedup_token=_dedup_token(accepted))
         upgraded = upgrade_indexed(
             self.index, flag_values, existing, skip={item.decision_id for item in accepted}, now=now
         )
@@ -339,8 +340,8 @@ class BatchProcessor:
         ids = [item.decision_id for item in work.captures] + [str(f["decisionId"]) for f in flags]
         if not ids:
             return {}
-        return self.index.latest_decisions(
-            ids, columns=("decision_id", "agent_id", "content_sha256", "consequential")
+        return current_decisions(
+            self.index, ids, columns=("decision_id", "agent_id", "content_sha256", "consequential")
         )
 
     def _dedup(self, work: _Work, existing: Mapping[str, Mapping[str, Any]]) -> list[_Item]:
@@ -373,11 +374,7 @@ class BatchProcessor:
         if not items:
             return []
         ids = sorted({item.decision_id for item in items})
-        rows = self.index.query(
-            "SELECT DISTINCT decision_id, content_sha256, reason FROM quarantine WHERE decision_id IN {ids:Array(String)}",
-            {"ids": ids},
-        )
-        known = {(r["decision_id"], r["content_sha256"], r["reason"]) for r in rows}
+        known = known_quarantine(self.index, ids)
         fresh: list[_Item] = []
         for item in items:
             key = (item.decision_id, item.sha, item.reason)

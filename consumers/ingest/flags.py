@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from consumers.index import Index, state_version
+from consumers.ingest.store import flag_reasons, update_decisions
 from producers.evidence import TrustStore
 from producers.evidence import verify_flag as verify_signed_flag
 
@@ -44,11 +45,7 @@ def pending_reasons(
     agent never upgrades another agent's decision that arrives later under the same id."""
     reasons: dict[str, str] = {}
     if agents:
-        for row in index.query(
-            "SELECT decision_id, agent_id, any(reason) AS reason FROM flags "
-            "WHERE decision_id IN {ids:Array(String)} GROUP BY decision_id, agent_id",
-            {"ids": list(agents)},
-        ):
+        for row in flag_reasons(index, list(agents)):
             if agents.get(row["decision_id"]) == row["agent_id"]:
                 reasons.setdefault(row["decision_id"], row["reason"])
     for flag in batch_flags:
@@ -79,7 +76,8 @@ def upgrade_indexed(
         if did in skip or did in done or row is None or row.get("consequential"):
             continue
         done.add(did)
-        index.update_decisions(
+        update_decisions(
+            index,
             [did],
             {
                 "consequential": True,

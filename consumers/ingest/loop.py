@@ -105,7 +105,7 @@ class LoopStats:
 
 
 class LoopObserver(Protocol):
-    """What the loop reports as it goes: metrics and health (:mod:`consumers.observability.ingest`).
+    """What the loop reports as it goes: metrics and health (:mod:`consumers.ingest.telemetry`).
 
     Called on the loop's thread; an observer must not raise.
     """

@@ -28,6 +28,7 @@ import zstandard
 
 from consumers.index import CaptureRows, decision_rows
 from consumers.retention.policy import RetentionPolicy
+from consumers.storage.segments import DEFAULT_LEVEL
 from producers.evidence import TrustedKey, TrustStore, verify_capture
 from producers.evidence.manifest import manifest_view
 from schemas.codec import decode
@@ -42,7 +43,6 @@ from schemas.errors import (
 from .admission import CLOCK_SKEW, IntegerRanges, captured_at_problem, unexpected_reason, value_problem
 from .classify import classify
 from .lifeline import Lifeline, watch_parent
-from .segments import DEFAULT_LEVEL
 
 logger = logging.getLogger(__name__)
 

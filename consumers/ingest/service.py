@@ -1,28 +1,27 @@
-"""Wiring: settings → source, blob store, index, trust store, DLQ → one ingest loop.
+"""Wiring: the transport's source and dead letters, a blob store, an index, a trust store → one ingest loop.
 
 The source and the dead-letter path are the configured transport backend's
 (:func:`producers.transports.open_source` / :func:`~producers.transports.open_dead_letter`):
 ``transport = "kafka"`` consumes the topic as group ``consumer_group`` and dead-letters to
 ``dlq_topic``; ``transport = "spool"`` (embedded) reads the local spool, keeps its checkpoint in
 ``<data_dir>/ingest/spool-checkpoint.json``, writes dead letters under ``<data_dir>/dlq`` and moves
-unreadable spool files to ``<spool>/dead-letter/``. The
-trust store file is re-read before a batch whenever it changed, so adding a key needs no restart.
-
-``BLACKBOX_FAULT`` (crash tests only) is read here, once, when the service is built.
+unreadable spool files to ``<spool>/dead-letter/``. The index, the trust store and the retention policy
+are the caller's (the runtime, :mod:`consumers.app.runtime`, opens them from the services' settings);
+:class:`ReloadingTrust` re-reads the trust store file before a batch whenever it changed, so adding a
+key needs no restart. ``fault`` (crash tests only; the setting ``BLACKBOX_FAULT``) is passed in.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from consumers.index import Index, open_index
+from consumers.index import Index
+from consumers.ingest.telemetry import IngestTelemetry
 from consumers.observability.health import Health
-from consumers.observability.ingest import IngestTelemetry
-from consumers.retention.policy import RetentionPolicy, policy_for_settings
+from consumers.retention.policy import RetentionPolicy, default_policy
 from producers.blobstore import BlobStore, open_blob_store
 from producers.evidence import TrustStore
 from producers.settings import BlackboxSettings
@@ -33,8 +32,6 @@ from .dlq import DlqLimit
 from .loop import IngestLoop, LoopConfig, LoopStats, kill_at
 
 logger = logging.getLogger(__name__)
-
-FAULT_ENV = "BLACKBOX_FAULT"
 
 
 def parse_kafka_options(options: list[str] | tuple[str, ...]) -> dict[str, str] | None:
@@ -75,7 +72,8 @@ class ReloadingTrust:
 
 @dataclass
 class IngestService:
-    """A running ingest: call :meth:`run`, then :meth:`close` (also a context manager)."""
+    """A running ingest: call :meth:`run`, then :meth:`close` (also a context manager). The index is
+    the caller's to close."""
 
     loop: IngestLoop
     source: Source
@@ -83,7 +81,6 @@ class IngestService:
     index: Index
     store: BlobStore
     dead_letters: DeadLetterSink
-    owns_index: bool = True
     telemetry: IngestTelemetry | None = None
     """Metrics and health of the loop (served by ``blackbox consume --metrics-listen``)."""
 
@@ -96,8 +93,6 @@ class IngestService:
     def close(self) -> None:
         """Release everything, each step even if an earlier one failed."""
         steps = [self.source.close, self.processor.close, self.dead_letters.close]
-        if self.owns_index:
-            steps.append(self.index.close)
         error: BaseException | None = None
         for step in steps:
             try:
@@ -117,13 +112,12 @@ class IngestService:
 def build_service(
     settings: BlackboxSettings,
     *,
+    index: Index,
+    trust: TrustStore | ReloadingTrust,
     batch_size: int = 500,
     max_wait: float = 1.0,
     fault: str | None = None,
-    index: Index | None = None,
     store: BlobStore | None = None,
-    trust: TrustStore | None = None,
-    database: str | None = None,
     kafka_config: dict[str, Any] | None = None,
     dlq_limit: DlqLimit | None = None,
     policy: RetentionPolicy | None = None,
@@ -131,40 +125,33 @@ def build_service(
     workers: int = 0,
     telemetry: IngestTelemetry | None = None,
 ) -> IngestService:
-    """An :class:`IngestService` from ``settings``; explicit arguments win (tests, benchmarks).
+    """An :class:`IngestService` reading the transport ``settings`` name into ``index`` (the caller
+    closes it), verifying against ``trust``; ``store`` defaults to the settings' blob store and
+    ``policy`` to the packaged retention policy.
 
     ``workers`` > 0 decodes and verifies in that many worker processes (see
     :mod:`consumers.ingest.prepare`); 0 does it inline. ``telemetry`` defaults to one feeding the
     process's ingest metrics, with a health check that goes stale after ``max(30, 10 x max_wait)`` s.
     """
-    if fault is None:
-        fault = os.environ.get(FAULT_ENV) or None
     hook = kill_at(fault)
-    owns_index = index is None
-    index = index or open_index(settings, database=database)
-    try:
-        store = store or open_blob_store(settings)
-        dead_letters = open_dead_letter(settings)
-        source = open_source(
-            settings, config=kafka_config, max_dead_files=(dlq_limit or DlqLimit()).max_consecutive_invalid
-        )
-        processor = BatchProcessor(
-            store=store,
-            index=index,
-            trust=trust if trust is not None else ReloadingTrust(settings.resolved_trust_store),
-            dead_letters=dead_letters,
-            dlq_limit=dlq_limit,
-            policy=policy if policy is not None else policy_for_settings(settings),
-            workers=workers,
-        )
-    except BaseException:
-        if owns_index:
-            index.close()
-        raise
+    store = store or open_blob_store(settings)
+    dead_letters = open_dead_letter(settings)
+    source = open_source(
+        settings, config=kafka_config, max_dead_files=(dlq_limit or DlqLimit()).max_consecutive_invalid
+    )
+    processor = BatchProcessor(
+        store=store,
+        index=index,
+        trust=trust,
+        dead_letters=dead_letters,
+        dlq_limit=dlq_limit,
+        policy=policy if policy is not None else default_policy(),
+        workers=workers,
+    )
     config = loop_config or LoopConfig(batch_size=batch_size, max_wait=max_wait)
     if telemetry is None:
         telemetry = IngestTelemetry(
             health=Health(stale_after=max(30.0, 10 * config.max_wait)), lag=source.lag
         )
     loop = IngestLoop(source=source, processor=processor, config=config, hook=hook, observer=telemetry)
-    return IngestService(loop, source, processor, index, store, dead_letters, owns_index, telemetry=telemetry)
+    return IngestService(loop, source, processor, index, store, dead_letters, telemetry=telemetry)

@@ -2,8 +2,9 @@
 
 - :mod:`.metrics`: every metric blackbox exports, in two registries (the ingest service's, the
   compaction job's);
-- :mod:`.ingest`: the ingest loop's observer, feeding the metrics and the health state;
 - :mod:`.health`: is the ingest loop alive (polled recently, last commit succeeded)?
 - :mod:`.server`: ``/metrics`` and ``/healthz`` over HTTP for ``blackbox consume --metrics-listen``;
 - :mod:`.logs`: ``--log-format json`` (one JSON object per line).
+
+The ingest loop's observer that feeds these is ingest's own (:mod:`consumers.ingest.telemetry`).
 """

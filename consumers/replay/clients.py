@@ -16,8 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from consumers.replay.endpoints import EndpointPolicy
-from producers.settings import BlackboxSettings
+from consumers.replay.endpoints import EndpointPolicy, EndpointSettings
 from producers.wire import openai_chat
 from producers.wire.openai_chat import ChatRequest, ChatResponse
 from schemas.errors import ModelClientError
@@ -74,7 +73,7 @@ class OpenAICompatibleClient:
     @classmethod
     def from_settings(
         cls,
-        settings: BlackboxSettings,
+        settings: EndpointSettings,
         *,
         endpoint: str | None = None,
         api_key: str | None = None,

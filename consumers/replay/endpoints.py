@@ -34,11 +34,11 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
-from producers.settings import BlackboxSettings
 from schemas.errors import ContractError, ModelClientError
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -159,6 +159,19 @@ def load_allow_list(path: Path, *, environ: Mapping[str, str] | None = None) -> 
     return tuple(endpoints)
 
 
+class EndpointSettings(Protocol):
+    """The settings replay's endpoint policy reads (the services' settings, :mod:`consumers.app.settings`)."""
+
+    @property
+    def model_endpoint(self) -> str | None: ...
+    @property
+    def model_api_key(self) -> SecretStr | None: ...
+    @property
+    def resolved_model_endpoints(self) -> Path: ...
+    @property
+    def model_allow_insecure_http(self) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class EndpointPolicy:
     """Where replay may send a request: the operator endpoint, else an allow-listed captured one."""
@@ -228,7 +241,7 @@ class EndpointPolicy:
     @classmethod
     def from_settings(
         cls,
-        settings: BlackboxSettings,
+        settings: EndpointSettings,
         *,
         endpoint: str | None = None,
         api_key: str | None = None,

@@ -1,7 +1,8 @@
 """``replay_runs``: one row per replay result (as-captured, variation, bisect step, regression).
 
 Rows are written by whoever knows what the run was for (the report, bisect, regress), in one
-insert per batch, through the same narrow table-writer seam the access log uses.
+insert per batch (:func:`consumers.replay.store.insert_runs`), through the same narrow table-writer
+seam the access log uses.
 """
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from consumers.access.log import TableWriter
+from consumers.replay.store import insert_runs
 
 RunKind = Literal["replay", "variation", "bisect", "regress", "variance"]
-REPLAY_RUNS_TABLE = "replay_runs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +52,7 @@ class IndexReplayRunLog:
         self._index = index
 
     def append(self, rows: Sequence[ReplayRunRow]) -> None:
-        if not rows:
-            return
-        columns: dict[str, list[Any]] = {name: [] for name in ReplayRunRow.__dataclass_fields__}
-        for row in rows:
-            for name, value in asdict(row).items():
-                columns[name].append(value)
-        self._index.insert(REPLAY_RUNS_TABLE, columns)
+        insert_runs(self._index, [asdict(row) for row in rows])
 
 
 class ListReplayRunLog:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from consumers.replay.store import capture_row, sample_full
 from schemas.errors import CaptureNotFound, ContractError
 
 REPLAYABLE_LEVELS = frozenset({"full", "sampled"})
@@ -124,7 +125,7 @@ def _parse_time(value: object) -> datetime:
 
 class IndexedCaptureSource:
     """Captures where ingest put them: the index row names (segment key, offset, length); one range
-    GET, a check against the row's content hash (``consumers.ingest.show.read_stored``), one zstd
+    GET, a check against the row's content hash (``consumers.storage.reader.read_stored``), one zstd
     frame, decoded to the JSON form.
 
     A decision compacted to metadata-only has no frame left: its signed manifest (kept in the index
@@ -134,25 +135,18 @@ class IndexedCaptureSource:
     the access gate itself.
     """
 
-    # One narrow FINAL read: the decisions_current view (SELECT *, flags join) costs ~7x more.
-    _ROW_SQL = (
-        "SELECT content_state, segment_key, segment_offset, segment_length, content_sha256, manifest_json "
-        "FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1"
-    )
-
     def __init__(self, index: Any, blobs: Any) -> None:
         self._index = index
         self._blobs = blobs
 
     def load(self, decision_id: str) -> dict[str, Any]:
-        from consumers.ingest.show import read_stored
+        from consumers.storage.reader import read_stored
         from schemas.codec import decode
         from schemas.errors import DecodeError
 
-        rows = self._index.query(self._ROW_SQL, {"id": decision_id})
-        if not rows:
+        row = capture_row(self._index, decision_id)
+        if row is None:
             raise CaptureNotFound(f"decision {decision_id!r} is not in the index")
-        row = rows[0]
         if row.get("content_state") == "metadata-only" or not row.get("segment_key"):
             manifest = json.loads(row.get("manifest_json") or "{}")
             if not isinstance(manifest, dict) or not manifest:
@@ -165,17 +159,4 @@ class IndexedCaptureSource:
             raise ContractError(f"stored capture of {decision_id} does not decode: {exc}") from exc
 
     def sample(self, *, since: datetime | None, agent: str | None, n: int) -> list[str]:
-        conditions = ["capture_level IN ('full', 'sampled')", "content_state = 'full'"]
-        params: dict[str, Any] = {"n": n}
-        if since is not None:
-            conditions.append("captured_at >= {since:DateTime64(3, 'UTC')}")
-            params["since"] = since if since.tzinfo else since.replace(tzinfo=UTC)
-        if agent is not None:
-            conditions.append("agent_id = {agent:String}")
-            params["agent"] = agent
-        rows = self._index.query(
-            f"SELECT decision_id FROM decisions_current WHERE {' AND '.join(conditions)} "
-            "ORDER BY cityHash64(decision_id) LIMIT {n:UInt32}",
-            params,
-        )
-        return [str(r["decision_id"]) for r in rows]
+        return sample_full(self._index, since=since, agent=agent, n=n)

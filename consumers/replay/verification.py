@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from producers.settings import BlackboxSettings
-
 
 class Verifier(Protocol):
     def verify(self, capture: Mapping[str, Any]) -> str:
@@ -31,10 +29,6 @@ class EvidenceVerifier:
         from producers.evidence import TrustStore
 
         return cls(TrustStore.load(path, missing_ok=True))
-
-    @classmethod
-    def from_settings(cls, settings: BlackboxSettings) -> EvidenceVerifier:
-        return cls.from_path(settings.resolved_trust_store)
 
     def verify(self, capture: Mapping[str, Any]) -> str:
         from producers.evidence import verify_capture

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from consumers.index import Index, run_trend
+from consumers.report.store import recent_replays
 
 
 def _rate_by(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -35,10 +36,7 @@ def report_data(index: Index, *, since: datetime, until: datetime) -> dict[str, 
         tier = f"{row['retention_class']} / {row['content_state']}"
         tiers[tier][0] += int(row["captures"])
         tiers[tier][1] += int(row["total_bytes"] or 0)
-    replays = index.query(
-        "SELECT at, decision_id, kind, variable, verdict, outcome_changed FROM replay_runs "
-        "ORDER BY at DESC, decision_id LIMIT 20"
-    )
+    replays = recent_replays(index, limit=20)
     return {
         "failure_by_prompt": _rate_by(failures, "prompt_version"),
         "failure_by_model": _rate_by(failures, "model_version"),

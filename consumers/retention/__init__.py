@@ -1,5 +1,8 @@
 """Retention (DESIGN decision 5): the policy, compaction and expiry, legal hold, operator flags.
 
+Below ingest (which classifies captures by the policy) and above :mod:`consumers.storage` (whose
+segments compaction rewrites): retention never imports ingest.
+
 - :mod:`~consumers.retention.policy` — :class:`RetentionPolicy` (TOML, the article's defaults packaged
   in ``default_policy.toml``) and the single source of truth for retention rules:
   :func:`classify`, :func:`expires_at`, :func:`content_expires_at`, :meth:`RetentionPolicy.decide`;
@@ -17,12 +20,11 @@
 - :mod:`~consumers.retention.clock` — the injectable :class:`Clock`.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from consumers.retention.clock import Clock, FixedClock, SystemClock
+from consumers.retention.compaction import CompactionResult, Compactor
+from consumers.retention.copyout import CopyVerificationFailed
+from consumers.retention.hold import HoldResult, LegalHolds
+from consumers.retention.log import DeletionEntry, DeletionLog, read_jsonl
 from consumers.retention.plan import Candidate, CompactionPlan, SegmentPlan, Step, plan_compaction
 from consumers.retention.policy import (
     RetentionClass,
@@ -36,33 +38,6 @@ from consumers.retention.policy import (
     load_policy,
     policy_for_settings,
 )
-
-if TYPE_CHECKING:
-    from consumers.retention.compaction import CompactionResult, Compactor
-    from consumers.retention.copyout import CopyVerificationFailed
-    from consumers.retention.hold import HoldResult, LegalHolds
-    from consumers.retention.log import DeletionEntry, DeletionLog, read_jsonl
-
-# Ingest imports the policy from here; the I/O modules (which import ingest's segments, the index
-# and the access log) load on first use so that import never cycles.
-_LAZY = {
-    "CompactionResult": "compaction",
-    "Compactor": "compaction",
-    "CopyVerificationFailed": "copyout",
-    "HoldResult": "hold",
-    "LegalHolds": "hold",
-    "DeletionEntry": "log",
-    "DeletionLog": "log",
-    "read_jsonl": "log",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"consumers.retention.{module}"), name)
-
 
 __all__ = [
     "Candidate",

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from consumers.index.engine import state_version
-from consumers.ingest.segments import SEGMENT_PREFIX, SegmentCorrupt
 from consumers.retention.clock import Clock, SystemClock, as_utc
 from consumers.retention.copyout import (
     CopyVerificationFailed,
@@ -61,7 +60,7 @@ from consumers.retention.plan import (
     plan_compaction,
     plan_sweep,
 )
-from consumers.retention.policy import RetentionPolicy, policy_for_settings
+from consumers.retention.policy import RetentionPolicy
 from consumers.retention.store import (
     delete_child_rows,
     held_decisions,
@@ -75,13 +74,13 @@ from consumers.retention.store import (
     write_versions,
 )
 from consumers.retention.sweep import Sweeper, SweepTally
+from consumers.storage.segments import SEGMENT_PREFIX, SegmentCorrupt
 from producers.claimcheck import claim_key
 from schemas.errors import BlobNotFound
 
 if TYPE_CHECKING:
     from consumers.index import Index
     from producers.blobstore import BlobStore
-    from producers.settings import BlackboxSettings
 
 __all__ = [
     "HOOK_POINTS",
@@ -95,9 +94,9 @@ HOOK_POINTS = ("after_copy", "after_log", "after_copy_rows", "after_rows", "afte
 CLAIMS_PREFIX = "claims/"
 
 
-def retention_dir(settings: BlackboxSettings) -> Path:
-    """``<data_dir>/retention``: the JSONL log and the lock file."""
-    return Path(settings.data_dir) / "retention"
+def retention_dir(data_dir: Path) -> Path:
+    """``<data_dir>/retention``: the JSONL logs and the lock file."""
+    return Path(data_dir) / "retention"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,21 +208,22 @@ class Compactor:
         self._claims: set[str] | None = None
 
     @classmethod
-    def from_settings(
+    def in_data_dir(
         cls,
-        settings: BlackboxSettings,
+        data_dir: Path,
         *,
         index: Index,
         store: BlobStore,
+        policy: RetentionPolicy,
         clock: Clock | None = None,
         hook: Callable[[str], None] | None = None,
     ) -> Compactor:
-        """The policy ``settings.retention_policy`` names; log and lock under ``<data_dir>/retention``."""
-        base = retention_dir(settings)
+        """``policy`` at work; log and lock under ``<data_dir>/retention``."""
+        base = retention_dir(data_dir)
         return cls(
             index=index,
             store=store,
-            policy=policy_for_settings(settings),
+            policy=policy,
             log_path=base / "deletions.jsonl",
             lock_path=base / "retention.lock",
             clock=clock,

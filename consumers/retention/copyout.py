@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from consumers.ingest.segments import decompress_frame, partition_label, segment_key
 from consumers.retention.plan import SegmentPlan, Step
+from consumers.storage.segments import decompress_frame, partition_label, segment_key
 from schemas.errors import RetentionError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def copy_frames(store: BlobStore, seg: SegmentPlan) -> tuple[dict[str, Placement
 
     Returns where each decision landed (key, offset, length) and the new segment keys. Raises
     :class:`~schemas.errors.BlobNotFound` if the source is gone, :class:`CopyVerificationFailed` or
-    :class:`~consumers.ingest.segments.SegmentCorrupt` if a frame is not intact; nothing is written then.
+    :class:`~consumers.storage.segments.SegmentCorrupt` if a frame is not intact; nothing is written then.
     """
     copies = seg.copies
     if not copies:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from consumers.retention.clock import Clock, SystemClock
+from consumers.retention.store import decision_agent
 from producers.evidence.events import flag_event, sign_flag
 from schemas.errors import CaptureNotFound, TransportError
 
@@ -79,12 +80,10 @@ def send_flag(
 
 def agent_of(index: Index, decision_id: str) -> str:
     """The agent id of an indexed decision (the flag's message key)."""
-    rows = index.query(
-        "SELECT agent_id FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
-    )
-    if not rows:
+    agent = decision_agent(index, decision_id)
+    if agent is None:
         raise CaptureNotFound(f"no decision {decision_id} in the index; pass --agent to flag it anyway")
-    return str(rows[0]["agent_id"])
+    return agent
 
 
 def signer_for(settings: BlackboxSettings) -> Signer | None:

@@ -23,12 +23,11 @@ from consumers.access.log import AccessRecord, IndexAccessLog
 from consumers.index.engine import state_version
 from consumers.retention.clock import Clock, SystemClock, as_utc
 from consumers.retention.lock import retention_lock
-from consumers.retention.store import write_versions
+from consumers.retention.store import hold_state, holds, write_versions
 from schemas.errors import CaptureNotFound, RetentionError
 
 if TYPE_CHECKING:
     from consumers.index import Index
-    from producers.settings import BlackboxSettings
 
 __all__ = ["HoldResult", "LegalHolds"]
 
@@ -68,16 +67,17 @@ class LegalHolds:
         self.clock: Clock = clock or SystemClock()
 
     @classmethod
-    def from_settings(
-        cls, settings: BlackboxSettings, *, index: Index, clock: Clock | None = None
+    def in_data_dir(
+        cls, data_dir: Path, *, index: Index, caller: str, scope: str, clock: Clock | None = None
     ) -> LegalHolds:
-        base = Path(settings.data_dir) / "retention"
+        """Holds audited in ``<data_dir>/retention/holds.jsonl``, under the retention lock there."""
+        base = Path(data_dir) / "retention"
         return cls(
             index=index,
             audit_path=base / "holds.jsonl",
             lock_path=base / "retention.lock",
-            caller=settings.caller,
-            scope=settings.scope,
+            caller=caller,
+            scope=scope,
             clock=clock,
         )
 
@@ -92,24 +92,16 @@ class LegalHolds:
 
     def held(self) -> list[dict[str, Any]]:
         """Every decision currently under hold: id, agent, reason, content state."""
-        return self.index.query(
-            "SELECT decision_id, agent_id, hold_reason, content_state, captured_at FROM decisions FINAL "
-            "WHERE legal_hold ORDER BY captured_at, decision_id"
-        )
+        return holds(self.index)
 
     def _change(self, decision_id: str, *, reason: str, hold: bool) -> HoldResult:
         action: HoldAction = "legal-hold" if hold else "legal-release"
         if not reason.strip():
             raise RetentionError(f"{action} of {decision_id} needs a reason (--reason)")
         with retention_lock(self.lock_path):
-            rows = self.index.query(
-                "SELECT decision_id, agent_id, legal_hold, hold_reason, content_state FROM decisions FINAL "
-                "WHERE decision_id = {id:String} LIMIT 1",
-                {"id": decision_id},
-            )
-            if not rows:
+            row = hold_state(self.index, decision_id)
+            if row is None:
                 raise CaptureNotFound(f"no decision {decision_id} in the index")
-            row = rows[0]
             now = self.clock.now()
             if hold and row["content_state"] == "expired":
                 raise RetentionError(

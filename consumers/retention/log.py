@@ -35,15 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from consumers.observability.metrics import count_deletions
 from consumers.retention.clock import as_utc
+from consumers.retention.store import DELETIONS_TABLE, insert_deletions
 from schemas.errors import RetentionError
 
 if TYPE_CHECKING:
     from consumers.index import Index
 
 __all__ = ["DELETIONS_TABLE", "DeletionEntry", "DeletionLog", "read_jsonl"]
-
-DELETIONS_TABLE = "deletions"
-_TABLE_COLUMNS = ("at", "decision_id", "segment_key", "action", "reason", "policy")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,15 +107,7 @@ class DeletionLog:
                 os.fsync(fh.fileno())
         except OSError as exc:
             raise RetentionError(f"cannot write the retention log {self.path}: {exc}") from exc
-        columns: dict[str, list[Any]] = {name: [] for name in _TABLE_COLUMNS}
-        for e in entries:
-            columns["at"].append(as_utc(e.at))
-            columns["decision_id"].append(e.decision_id)
-            columns["segment_key"].append(e.segment_key)
-            columns["action"].append(e.action)
-            columns["reason"].append(e.reason if not e.target else f"{e.reason} -> {e.target}")
-            columns["policy"].append(e.policy)
-        self.index.insert(DELETIONS_TABLE, columns)
+        insert_deletions(self.index, entries)
         count_deletions(e.action for e in entries)
 
 

@@ -44,15 +44,12 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from consumers.retention.clock import as_utc
 from schemas.errors import ContractError, RetentionError
-
-if TYPE_CHECKING:
-    from producers.settings import BlackboxSettings
 
 __all__ = [
     "MAX_EXPIRES_AT",
@@ -290,7 +287,14 @@ def load_policy(path: str | Path | None = None) -> RetentionPolicy:
     return default_policy() if path is None else RetentionPolicy.from_toml(path)
 
 
-def policy_for_settings(settings: BlackboxSettings) -> RetentionPolicy:
+class PolicySetting(Protocol):
+    """The one setting the policy reads (the services' settings, :mod:`consumers.app.settings`)."""
+
+    @property
+    def retention_policy(self) -> Path | None: ...
+
+
+def policy_for_settings(settings: PolicySetting) -> RetentionPolicy:
     """The policy ``settings.retention_policy`` names, over the packaged defaults."""
     return load_policy(settings.retention_policy)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from consumers.retention.clock import as_utc
 from consumers.retention.plan import Candidate, QuarantineRow
@@ -24,9 +24,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANDIDATE_COLUMNS",
+    "DELETIONS_TABLE",
     "clear_quarantine_content",
+    "decision_agent",
     "delete_child_rows",
     "held_decisions",
+    "hold_state",
+    "holds",
+    "insert_deletions",
     "live_claims",
     "load_candidates",
     "logged_entries",
@@ -39,6 +44,7 @@ __all__ = [
 
 CHUNK = 10_000
 """Ids per statement (the parameter arrays stay well below the server's query size limits)."""
+DELETIONS_TABLE = "deletions"
 
 CANDIDATE_COLUMNS = (
     "decision_id",
@@ -325,3 +331,69 @@ def clear_quarantine_content(index: Index, segment_keys: Sequence[str]) -> None:
             "(SELECT * FROM quarantine FINAL WHERE segment_key IN {keys:Array(String)})",
             {"keys": keys[start : start + CHUNK]},
         )
+
+
+# --- the retention log's table ------------------------------------------------------------------------------
+class DeletionRecord(Protocol):
+    """What :func:`insert_deletions` reads of a retention log entry (the log's ``DeletionEntry``), named
+    here so the store does not import the log that calls it."""
+
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def decision_id(self) -> str: ...
+    @property
+    def segment_key(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def policy(self) -> str: ...
+
+
+def insert_deletions(index: Index, entries: Sequence[DeletionRecord]) -> None:
+    """The ``deletions`` rows of retention log entries, one insert (a copy's ``target`` goes into the
+    reason, the table has no column of its own for it)."""
+    columns: dict[str, list[Any]] = {
+        name: [] for name in ("at", "decision_id", "segment_key", "action", "reason", "policy")
+    }
+    for e in entries:
+        columns["at"].append(as_utc(e.at))
+        columns["decision_id"].append(e.decision_id)
+        columns["segment_key"].append(e.segment_key)
+        columns["action"].append(e.action)
+        columns["reason"].append(e.reason if not e.target else f"{e.reason} -> {e.target}")
+        columns["policy"].append(e.policy)
+    index.insert(DELETIONS_TABLE, columns)
+
+
+# --- legal hold and flags --------------------------------------------------------------------------------
+def hold_state(index: Index, decision_id: str) -> dict[str, Any] | None:
+    """``decision_id, agent_id, legal_hold, hold_reason, content_state`` of the decision's current
+    version, or None when the index has no such decision."""
+    rows = index.query(
+        "SELECT decision_id, agent_id, legal_hold, hold_reason, content_state FROM decisions FINAL "
+        "WHERE decision_id = {id:String} LIMIT 1",
+        {"id": decision_id},
+    )
+    return rows[0] if rows else None
+
+
+def holds(index: Index) -> list[dict[str, Any]]:
+    """Every decision under legal hold: ``decision_id, agent_id, hold_reason, content_state,
+    captured_at``, oldest first."""
+    return index.query(
+        "SELECT decision_id, agent_id, hold_reason, content_state, captured_at FROM decisions FINAL "
+        "WHERE legal_hold ORDER BY captured_at, decision_id"
+    )
+
+
+def decision_agent(index: Index, decision_id: str) -> str | None:
+    """The agent id of an indexed decision, or None when the index has no such decision."""
+    rows = index.query(
+        "SELECT agent_id FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
+    )
+    return str(rows[0]["agent_id"]) if rows else None

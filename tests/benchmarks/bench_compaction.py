@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from consumers.index import ChdbIndex, decision_rows
 from consumers.ingest.batch import manifest_json
-from consumers.ingest.segments import SegmentWriter
 from consumers.retention.clock import FixedClock
 from consumers.retention.compaction import Compactor
 from consumers.retention.policy import default_policy
+from consumers.storage.segments import SegmentWriter
 from producers.blobstore import BlobStore, LocalBlobStore, S3BlobStore
 from producers.evidence import Signer, seal
 from schemas.codec import encode_capture

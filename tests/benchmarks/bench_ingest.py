@@ -44,7 +44,8 @@ from ingest_testdata import (
 from consumers.index import RowBatch, decision_rows
 from consumers.ingest.prepare import manifest_json
 from consumers.ingest.service import build_service
-from consumers.ingest.show import load_capture
+from consumers.ingest.store import insert_captures
+from consumers.storage.reader import load_capture
 from producers.blobstore import S3BlobStore
 from producers.evidence import MANIFEST_PAYLOAD_TYPE, manifest_bytes, pae, seal
 from producers.evidence.dsse import b64decode
@@ -146,7 +147,7 @@ def run_floor(
             frames.append(zc.compress(m.value()))
             batch_rows.append(rows[did])
         store.put(f"floor/{topic}/{seq:08d}.seg", b"".join(frames))
-        index.insert_captures(RowBatch.of(batch_rows))
+        insert_captures(index, RowBatch.of(batch_rows))
         offsets: dict[int, int] = {}
         for m in msgs:
             offsets[m.partition()] = max(offsets.get(m.partition(), 0), m.offset() + 1)

@@ -39,6 +39,7 @@ from replay_scripted import ScriptedModel, memory_entries, record_decision, syst
 
 from consumers.access import AccessGate, Caller, IndexAccessLog
 from consumers.index import ChdbIndex, decision_rows
+from consumers.ingest.store import insert_captures
 from consumers.replay import (
     CallableModelClient,
     EvidenceVerifier,
@@ -229,7 +230,7 @@ def _minio_store() -> Any:
 
 def _ingest_to(index: ChdbIndex, store: Any, captures: list[dict[str, Any]], prefix: str) -> None:
     from consumers.ingest import manifest_json
-    from consumers.ingest.segments import SegmentWriter
+    from consumers.storage.segments import SegmentWriter
     from schemas.codec import encode_capture
 
     for start in range(0, len(captures), 200):
@@ -240,7 +241,8 @@ def _ingest_to(index: ChdbIndex, store: Any, captures: list[dict[str, Any]], pre
             writer.append(data)
         key, body = writer.finish()
         store.put(key, body)
-        index.insert_captures(
+        insert_captures(
+            index,
             [
                 decision_rows(
                     c,
@@ -252,7 +254,7 @@ def _ingest_to(index: ChdbIndex, store: Any, captures: list[dict[str, Any]], pre
                     manifest_json=manifest_json(c),
                 )
                 for c, data, loc in zip(chunk, encoded, writer.locations(), strict=True)
-            ]
+            ],
         )
 
 

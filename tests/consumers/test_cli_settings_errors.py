@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.settings import load_settings
+from consumers.app.settings import load_service_settings
 from schemas.errors import SettingsInvalid
 
 BLACKBOX = [sys.executable, "-c", "from consumers.cli import main; main()"]
@@ -57,7 +57,7 @@ def test_a_bad_setting_names_itself_the_value_and_what_is_allowed(
 def test_load_settings_raises_the_blackbox_error_not_pydantics(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BLACKBOX_SCOPE", "root")
     with pytest.raises(SettingsInvalid, match=r"BLACKBOX_SCOPE='root' is not allowed: one of 'operator'"):
-        load_settings()
+        load_service_settings()
 
 
 @pytest.mark.parametrize("command", [["show", "0" * 32], ["compact"], ["query", "SELECT 1"]])
@@ -84,8 +84,8 @@ def test_a_second_process_on_the_embedded_index_is_told_to_stop_consume_or_use_a
             "-c",
             "import sys, time\n"
             "from consumers.index import open_index\n"
-            "from producers.settings import load_settings\n"
-            "index = open_index(load_settings()); print('open', flush=True); sys.stdin.read()",
+            "from consumers.app.settings import load_service_settings\n"
+            "index = open_index(load_service_settings()); print('open', flush=True); sys.stdin.read()",
         ],
         env=env,
         stdin=subprocess.PIPE,

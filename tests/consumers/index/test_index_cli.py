@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from consumers.commands import index as index_commands
 from consumers.commands.index import parse_when
 from consumers.index import TRENDS, ChdbIndex, chdb_open_path, decision_rows, open_index
-from producers.settings import load_settings
+from consumers.ingest.store import insert_captures
+from consumers.app.settings import load_service_settings
 from schemas.errors import IndexError_
 
 WIDE = {"COLUMNS": "200"}  # rich wraps tables to the terminal width
@@ -45,10 +46,10 @@ def agent(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPa
     for c in fleet.captures:
         c["agentId"] = agent
         c["decisionId"] = f"{agent}_{c['decisionId']}"
-    index = open_index(load_settings())
+    index = open_index(load_service_settings())
     try:
         assert isinstance(index, ChdbIndex) and index.database == "blackbox"
-        index.insert_captures([decision_rows(c) for c in fleet.captures])
+        insert_captures(index, [decision_rows(c) for c in fleet.captures])
     finally:
         index.close()
     yield agent
@@ -167,7 +168,7 @@ def test_parse_when() -> None:
 
 def test_open_index_picks_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = chdb_open_path() or str(tmp_path / "idx")
-    settings = load_settings(chdb_path=path, clickhouse_url=None)
+    settings = load_service_settings(chdb_path=path, clickhouse_url=None)
     db = f"t_{uuid.uuid4().hex[:10]}"
     index = open_index(settings, database=db)
     try:

@@ -1,6 +1,10 @@
 """One contract suite, three engines: ChdbIndex, ClickHouseServerIndex over clickhouse-connect's
 in-process chdb backend (the server code path, runnable here), and a real ClickHouse server when
-BLACKBOX_CLICKHOUSE_URL is set."""
+BLACKBOX_CLICKHOUSE_URL is set.
+
+The seam is the engine primitives (schema, column types, insert, query, EXPLAIN AST, command, close);
+the rows and state changes ingest writes go through its store (``consumers.ingest.store``), so the
+SQL every area runs is proven on every engine here too."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from index_testkit import (
@@ -33,11 +38,19 @@ from consumers.index import (
     chdb_open_path,
     decision_rows,
     flag_row,
+    insert_rows,
     run_trend,
     state_version,
 )
 from consumers.index.confined import QueryRefused, confine
 from consumers.index.engine import QueryLimits
+from consumers.ingest.store import (
+    current_decisions,
+    insert_captures,
+    insert_flags,
+    insert_quarantine,
+    update_decisions,
+)
 from schemas.errors import IndexError_
 
 Factory = Callable[[str], Index]
@@ -61,6 +74,14 @@ def _drop_and_close(index: Index) -> None:
         index.close()
 
 
+def current(index: Index, decision_id: str) -> dict[str, Any] | None:
+    """The current version of one decision as the views see it (``failed_any`` folds in flags)."""
+    rows = index.query(
+        "SELECT * FROM decisions_current WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
+    )
+    return rows[0] if rows else None
+
+
 def load_fleet(index: Index, fleet: Fleet) -> None:
     """Insert the fleet the way ingest would, plus the twists trends must survive:
     flags before and after their capture, quarantined captures (at insert and by a later update),
@@ -68,7 +89,8 @@ def load_fleet(index: Index, fleet: Fleet) -> None:
     early = sorted(fleet.failure_flags)[::2]
     late = sorted(fleet.failure_flags)[1::2]
     at = DAY0 + timedelta(days=20)
-    index.insert_flags(
+    insert_flags(
+        index,
         [
             flag_row(
                 {
@@ -80,7 +102,7 @@ def load_fleet(index: Index, fleet: Fleet) -> None:
                 }
             )
             for d in early
-        ]
+        ],
     )
     quarantined_at_insert = set(sorted(fleet.quarantined)[::2])
     batches: list[RowBatch] = [RowBatch(), RowBatch()]
@@ -99,9 +121,10 @@ def load_fleet(index: Index, fleet: Fleet) -> None:
         )
         batches[i // 150 if i < 300 else 1].add(rows)
     for batch in batches:
-        index.insert_captures(batch)
-    index.insert_captures(batches[0])  # redelivered batch: same rows again
-    index.insert_flags(
+        insert_captures(index, batch)
+    insert_captures(index, batches[0])  # redelivered batch: same rows again
+    insert_flags(
+        index,
         [
             flag_row(
                 {
@@ -125,15 +148,16 @@ def load_fleet(index: Index, fleet: Fleet) -> None:
                 }
             )
             for d in fleet.other_flags
-        ]
+        ],
     )
-    index.update_decisions(
+    update_decisions(
+        index,
         sorted(fleet.quarantined - quarantined_at_insert),
         {"trust": "quarantined", "quarantine_reason": "tampered"},
     )
     held = [c["decisionId"] for c in fleet.captures[::7]]
-    index.update_decisions(held, {"legal_hold": True, "hold_reason": "case-1"})
-    index.update_decisions(held[::2], {"legal_hold": False, "hold_reason": ""})
+    update_decisions(index, held, {"legal_hold": True, "hold_reason": "case-1"})
+    update_decisions(index, held[::2], {"legal_hold": False, "hold_reason": ""})
 
 
 class IndexContract:
@@ -172,6 +196,29 @@ class IndexContract:
         assert index.column_types("decisions")["captured_at"] == "DateTime64(3, 'UTC')"
         assert index.column_types("decisions")["agent_id"] == "LowCardinality(String)"
 
+    def test_fidelity_column_upgrades_an_older_index_and_splits_trends(self, index: Index) -> None:
+        fresh = list(index.column_types("decisions"))
+        assert fresh[fresh.index("capture_level") + 1] == "fidelity"
+        # An index created before capture/v2 (no fidelity column) holding one decision.
+        index.command("ALTER TABLE decisions DROP COLUMN fidelity")
+        old = example_capture()
+        old["decisionId"] = "dec_before_v2"
+        row = dict(decision_rows(old).decision)
+        del row["fidelity"]
+        index.insert("decisions", {name: [value] for name, value in row.items()})
+        index.ensure_schema()
+        index.ensure_schema()  # idempotent
+        assert list(index.column_types("decisions")) == fresh  # same position as a fresh index
+        assert current(index, "dec_before_v2")["fidelity"] == "sdk"
+
+        wire = example_capture()
+        wire["decisionId"], wire["fidelity"] = "dec_wire", "wire"
+        insert_captures(index, [decision_rows(wire)])
+        assert current(index, "dec_wire")["fidelity"] == "wire"
+        day = datetime(2026, 7, 23, tzinfo=UTC)
+        split = run_trend(index, "failure_rate", since=day, until=day + timedelta(days=1), by="fidelity")
+        assert sorted((r["fidelity"], r["decisions"]) for r in split) == [("sdk", 1), ("wire", 1)]
+
     # --- rows in, rows out -----------------------------------------------------------------------------
     def test_example_capture_round_trip(self, index: Index) -> None:
         capture = example_capture()
@@ -187,8 +234,8 @@ class IndexContract:
             ingested_at=ingested,
             manifest_json='{"m": 1}',
         )
-        assert index.insert_captures([rows]) == 1
-        got = index.latest_decision("dec_01J9Z8K2V6XAMPLE")
+        assert insert_captures(index, [rows]) == 1
+        got = current(index, "dec_01J9Z8K2V6XAMPLE")
         assert got is not None
         assert got["captured_at"] == datetime(2026, 7, 23, 13, 0, 0, 456000, tzinfo=UTC)
         assert got["ingested_at"] == datetime(2026, 7, 23, 13, 0, 1, 5000, tzinfo=UTC)
@@ -266,8 +313,8 @@ class IndexContract:
 
         signer = Signer.from_seed(bytes(range(32)), name="did:armalo:agent:agt_1")
         sealed = seal(example_capture(), signer)
-        index.insert_captures([decision_rows(sealed)])
-        got = index.latest_decision(sealed["decisionId"])
+        insert_captures(index, [decision_rows(sealed)])
+        got = current(index, sealed["decisionId"])
         assert got is not None
         assert got["key_id"] == signer.key_id
         for column, value in (
@@ -293,8 +340,8 @@ class IndexContract:
             entry["renderedContent"] = None
             entry["renderedContentHash"] = "sha256:" + "1" * 64
         capture["executionTrace"]["toolCalls"][1]["errorRef"] = "err:declined"
-        index.insert_captures([decision_rows(capture)])
-        got = index.latest_decision(capture["decisionId"])
+        insert_captures(index, [decision_rows(capture)])
+        got = current(index, capture["decisionId"])
         assert got is not None
         assert (got["content_state"], got["retention_class"], got["working_set_bytes"]) == (
             "structured-only",
@@ -309,44 +356,44 @@ class IndexContract:
     def test_reinserted_batch_is_one_logical_row(self, index: Index) -> None:
         fleet = make_fleet(40, seed=3)
         rows = [decision_rows(c) for c in fleet.captures]
-        index.insert_captures(RowBatch.of(rows))
-        index.insert_captures(RowBatch.of(rows))  # the same batch again (a redelivery)
+        insert_captures(index, RowBatch.of(rows))
+        insert_captures(index, RowBatch.of(rows))  # the same batch again (a redelivery)
         again = [
             decision_rows(c, ingested_at=datetime.now(UTC) + timedelta(seconds=5)) for c in fleet.captures
         ]
-        index.insert_captures(RowBatch.of(again))  # redelivered later: rows differ in ingested_at only
+        insert_captures(index, RowBatch.of(again))  # redelivered later: rows differ in ingested_at only
         calls = sum(len(c["executionTrace"]["toolCalls"]) for c in fleet.captures)
         assert index.query("SELECT count() AS n FROM decisions FINAL") == [{"n": 40}]
         assert index.query("SELECT count() AS n FROM decisions_current") == [{"n": 40}]
         assert index.query("SELECT count() AS n FROM tool_calls FINAL") == [{"n": calls}]
-        index.optimize("decisions")
+        index.command("OPTIMIZE TABLE decisions FINAL")
         assert index.query("SELECT count() AS n FROM decisions") == [{"n": 40}]
 
     def test_final_sees_latest_version(self, index: Index) -> None:
         capture = example_capture()
         did = capture["decisionId"]
-        index.insert_captures([decision_rows(capture)])
+        insert_captures(index, [decision_rows(capture)])
         v1 = state_version()
-        index.update_decisions([did], {"legal_hold": True, "hold_reason": "litigation 7"}, version=v1)
-        got = index.latest_decision(did)
+        update_decisions(index, [did], {"legal_hold": True, "hold_reason": "litigation 7"}, version=v1)
+        got = current(index, did)
         assert got is not None and (got["legal_hold"], got["hold_reason"], got["version"]) == (
             True,
             "litigation 7",
             v1,
         )
         assert got["prompt_version"] == "v4.7"  # unchanged columns are carried over
-        index.update_decisions(
-            [did], {"content_state": "metadata-only"}, version=v1 - 5
+        update_decisions(
+            index, [did], {"content_state": "metadata-only"}, version=v1 - 5
         )  # late, older update
-        index.insert_captures([decision_rows(capture)])  # redelivered capture (version 0)
-        got = index.latest_decision(did)
+        insert_captures(index, [decision_rows(capture)])  # redelivered capture (version 0)
+        got = current(index, did)
         assert got is not None and (got["legal_hold"], got["content_state"], got["version"]) == (
             True,
             "full",
             v1,
         )
-        index.update_decisions([did], {"content_state": "metadata-only", "working_set_bytes": None})
-        got = index.latest_decision(did)
+        update_decisions(index, [did], {"content_state": "metadata-only", "working_set_bytes": None})
+        got = current(index, did)
         assert got is not None and (got["content_state"], got["working_set_bytes"], got["legal_hold"]) == (
             "metadata-only",
             None,
@@ -354,7 +401,7 @@ class IndexContract:
         )
         assert index.query("SELECT count() AS n FROM decisions FINAL") == [{"n": 1}]
         with pytest.raises(IndexError_):
-            index.update_decisions([did], {"decision_id": "other"})
+            update_decisions(index, [did], {"decision_id": "other"})
 
     def test_dedup_token_drops_a_retried_batch(self, index: Index) -> None:
         flags = [
@@ -373,30 +420,31 @@ class IndexContract:
         index.insert("flags", {k: [v] for k, v in other.items()}, dedup_token="seg/1:flags")
         assert [r["decision_id"] for r in index.query("SELECT decision_id FROM flags")] == ["d1"]
 
-    def test_latest_decisions_and_exists(self, index: Index) -> None:
+    def test_current_decisions(self, index: Index) -> None:
         fleet = make_fleet(5, seed=5)
-        index.insert_captures(
-            [decision_rows(c, content_sha256=f"h{i}") for i, c in enumerate(fleet.captures)]
+        insert_captures(
+            index, [decision_rows(c, content_sha256=f"h{i}") for i, c in enumerate(fleet.captures)]
         )
-        found = index.latest_decisions(
-            ["dec_00001", "dec_00003", "nope"], columns=("content_sha256", "consequential")
+        found = current_decisions(
+            index, ["dec_00001", "dec_00003", "nope"], columns=("content_sha256", "consequential")
         )
         assert set(found) == {"dec_00001", "dec_00003"}
         assert found["dec_00003"]["content_sha256"] == "h3" and isinstance(
             found["dec_00003"]["consequential"], bool
         )
-        assert index.decision_exists("dec_00004") and not index.decision_exists("dec_99999")
-        assert index.latest_decision("nope") is None
+        assert set(current_decisions(index, ["dec_00004", "dec_99999"])) == {"dec_00004"}
+        assert current(index, "nope") is None
 
     def test_failure_flag_before_and_after_capture(self, index: Index) -> None:
         fleet = make_fleet(3, seed=9)
         for c in fleet.captures:
             c["outcome"] = {"status": "success", "reason": None}
         flag = {"agentId": "a", "reason": "chargeback", "flaggedAt": "2026-07-02T00:00:00Z", "failure": True}
-        index.insert_flags([flag_row({**flag, "decisionId": "dec_00000"})])  # before its capture
-        index.insert_captures([decision_rows(c) for c in fleet.captures])
-        index.insert_flags([flag_row({**flag, "decisionId": "dec_00001"})])  # after
-        index.insert_flags([flag_row({**flag, "decisionId": "dec_00002", "failure": False})])  # not a failure
+        insert_flags(index, [flag_row({**flag, "decisionId": "dec_00000"})])  # before its capture
+        insert_captures(index, [decision_rows(c) for c in fleet.captures])
+        insert_flags(index, [flag_row({**flag, "decisionId": "dec_00001"})])  # after
+        not_a_failure = flag_row({**flag, "decisionId": "dec_00002", "failure": False})
+        insert_flags(index, [not_a_failure])
         got = {
             r["decision_id"]: r["failed_any"]
             for r in index.query("SELECT decision_id, failed_any FROM decisions_current")
@@ -405,8 +453,12 @@ class IndexContract:
 
     def test_delete_decisions(self, index: Index) -> None:
         fleet = make_fleet(4, seed=2)
-        index.insert_captures([decision_rows(c) for c in fleet.captures])
-        index.delete_decisions(["dec_00001", "dec_00002"])
+        insert_captures(index, [decision_rows(c) for c in fleet.captures])
+        for table in ("tool_calls", "memory_entries", "decisions"):  # lightweight DELETE, bound ids
+            index.command(
+                f"DELETE FROM {table} WHERE decision_id IN {{ids:Array(String)}}",
+                {"ids": ["dec_00001", "dec_00002"]},
+            )
         assert [
             r["decision_id"]
             for r in index.query("SELECT decision_id FROM decisions FINAL ORDER BY decision_id")
@@ -424,13 +476,13 @@ class IndexContract:
         capture = example_capture()
         capture["decisionId"] = nasty
         capture["executionTrace"]["stopReason"] = nasty
-        index.insert_captures([decision_rows(capture)])
+        insert_captures(index, [decision_rows(capture)])
         got = index.query(
             "SELECT decision_id, stop_reason FROM decisions FINAL WHERE decision_id = {d:String} AND has({ids:Array(String)}, decision_id) AND captured_at < {t:DateTime64(3, 'UTC')}",
             {"d": nasty, "ids": [nasty, "x'y"], "t": datetime(2027, 1, 1, tzinfo=UTC)},
         )
         assert got == [{"decision_id": nasty, "stop_reason": nasty}]
-        assert index.latest_decision(nasty) is not None
+        assert current(index, nasty) is not None
 
     def test_read_only_queries_refuse_writes(self, index: Index) -> None:
         assert index.query("SELECT 1 AS one", read_only=True) == [{"one": 1}]
@@ -476,10 +528,12 @@ class IndexContract:
             "outcome": "allowed",
             "detail": "",
         }
-        index.insert_access_log([access, access])  # two identical reads are two audit rows
+        insert_rows(index, "access_log", [access, access])  # two identical reads are two audit rows
         rows = index.query("SELECT * FROM access_log ORDER BY event_id")
         assert len(rows) == 2 and rows[0]["event_id"] != rows[1]["event_id"] and rows[0]["at"] == at
-        index.insert_replay_runs(
+        insert_rows(
+            index,
+            "replay_runs",
             [
                 {
                     "run_id": "r1",
@@ -505,7 +559,7 @@ class IndexContract:
                     "kind": "replay",
                     "first_divergent_step": None,
                 },
-            ]
+            ],
         )
         runs = index.query(
             "SELECT kind, first_divergent_step, outcome_changed, substitute_model FROM replay_runs FINAL ORDER BY kind"
@@ -519,7 +573,8 @@ class IndexContract:
             },
             {"kind": "variation", "first_divergent_step": 3, "outcome_changed": True, "substitute_model": ""},
         ]
-        index.insert_quarantine(
+        insert_quarantine(
+            index,
             [
                 {
                     "decision_id": "d",
@@ -533,9 +588,11 @@ class IndexContract:
                     "received_at": "2026-07-05T00:00:00Z",
                     "content_sha256": "ff",
                 }
-            ]
+            ],
         )
-        index.insert_deletions(
+        insert_rows(
+            index,
+            "deletions",
             [
                 {
                     "at": at,
@@ -545,7 +602,7 @@ class IndexContract:
                     "reason": "30d",
                     "policy": "default",
                 }
-            ]
+            ],
         )
         assert index.query("SELECT received_at FROM quarantine") == [
             {"received_at": datetime(2026, 7, 5, tzinfo=UTC)}
@@ -571,15 +628,17 @@ class IndexContract:
             "trust": "verified",
             "expires_at": past,
         }
-        index.insert_decisions(
+        insert_rows(
+            index,
+            "decisions",
             [
                 {**base, "decision_id": "bytes-kept", "segment_key": "seg/1"},  # retention job has not run
                 {**base, "decision_id": "held", "legal_hold": True},
                 {**base, "decision_id": "tombstone", "content_state": "expired"},
                 {**base, "decision_id": "fresh", "expires_at": "2099-01-01T00:00:00Z"},
-            ]
+            ],
         )
-        index.optimize("decisions")  # a merge applies the TTL
+        index.command("OPTIMIZE TABLE decisions FINAL")  # a merge applies the TTL
         left = [
             r["decision_id"] for r in index.query("SELECT decision_id FROM decisions ORDER BY decision_id")
         ]
@@ -588,7 +647,7 @@ class IndexContract:
     def test_latency_day_without_measurements(self, index: Index) -> None:
         capture = example_capture()
         capture["executionTrace"]["totalLatencyMs"] = None
-        index.insert_captures([decision_rows(capture)])
+        insert_captures(index, [decision_rows(capture)])
         day = datetime(2026, 7, 23, tzinfo=UTC)
         assert run_trend(index, "latency", since=day, until=day + timedelta(days=1)) == [
             {

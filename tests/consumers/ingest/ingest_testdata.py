@@ -15,12 +15,31 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from consumers.index import ChdbIndex
+from consumers.index import ChdbIndex, Index
 from producers.evidence import Signer, TrustStore, seal
 from schemas.codec import encode_capture, encode_event
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = json.loads((ROOT / "schemas" / "examples" / "capture.unsealed.json").read_text(encoding="utf-8"))
+
+
+def _with_v2_defaults(capture: dict[str, Any]) -> dict[str, Any]:
+    """The members capture/v2 adds, at their defaults and in schema order, as decoding yields them."""
+    out: dict[str, Any] = {}
+    for key, value in capture.items():
+        out[key] = value
+        if key == "captureLevel":
+            out["fidelity"] = "sdk"
+    trace: dict[str, Any] = {}
+    for key, value in capture["executionTrace"].items():
+        trace[key] = value
+        if key == "toolCalls":
+            trace["modelCalls"] = []
+    out["executionTrace"] = trace
+    return out
+
+
+EXAMPLE = _with_v2_defaults(EXAMPLE)  # what a capture decodes to since capture/v2
 DAY0 = datetime(2026, 7, 20, 9, 0, tzinfo=UTC)
 
 _WORDS = (
@@ -181,6 +200,14 @@ def chdb_index(path: Path, database: str | None = None) -> Iterator[ChdbIndex]:
         index.close()
 
 
+def current_row(index: Index, decision_id: str) -> dict[str, Any] | None:
+    """The current version of one decision (``decisions_current``: FINAL, failure flags folded in)."""
+    rows = index.query(
+        "SELECT * FROM decisions_current WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
+    )
+    return rows[0] if rows else None
+
+
 # --- Kafka helpers ------------------------------------------------------------------------------------------
 
 
@@ -257,9 +284,9 @@ def produce_raw(bootstrap: str, topic: str, items: list[tuple[bytes, bytes]]) ->
 
 
 def kafka_s3_settings(tmp: Path, *, bootstrap: str, minio: Mapping[str, Any], topic: str, group: str) -> Any:
-    from producers.settings import load_settings
+    from consumers.app.settings import load_service_settings
 
-    return load_settings(
+    return load_service_settings(
         data_dir=tmp / "bb",
         transport="kafka",
         kafka_bootstrap=bootstrap,
@@ -279,7 +306,7 @@ def kafka_s3_settings(tmp: Path, *, bootstrap: str, minio: Mapping[str, Any], to
 def assert_exactly_once(index: Any, store: Any, expected: Mapping[str, Mapping[str, Any]]) -> None:
     """Jepsen-style lost-write check: every expected decision is in ``decisions`` exactly once (raw rows,
     no FINAL), nothing else is, and each reads back from its segment as exactly the expected capture."""
-    from consumers.ingest.show import load_capture
+    from consumers.storage.reader import load_capture
 
     rows = index.query("SELECT decision_id, count() AS n FROM decisions GROUP BY decision_id")
     counts = {r["decision_id"]: r["n"] for r in rows}

@@ -12,7 +12,7 @@ from ingest_testdata import chdb_index, encoded, flag_bytes, make_capture, new_s
 
 from consumers.index import ChdbIndex
 from consumers.ingest.batch import BatchProcessor
-from consumers.ingest.show import load_capture
+from consumers.storage.reader import load_capture
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore, verify_capture
 from producers.transports.base import SourceMessage

@@ -11,6 +11,7 @@ import pytest
 from ingest_testdata import (
     chdb_index,
     content_bytes,
+    current_row,
     encoded,
     flag_bytes,
     make_capture,
@@ -23,14 +24,15 @@ from ingest_testdata import (
 from consumers.index import ChdbIndex
 from consumers.ingest.batch import BatchProcessor
 from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded
-from consumers.ingest.segments import SegmentCorrupt
 from consumers.ingest.service import build_service
-from consumers.ingest.show import StoredCaptureMismatch, load_capture
-from consumers.ingest.verify_stored import IndexRowMismatch, verify_stored
+from consumers.ingest.store import update_decisions
+from consumers.storage.reader import StoredCaptureMismatch, load_capture
+from consumers.storage.segments import SegmentCorrupt
+from consumers.verify.stored import IndexRowMismatch, verify_stored
 from producers.blobstore import LocalBlobStore
 from producers.claimcheck import claim_key
 from producers.evidence import Signer, TrustStore
-from producers.settings import load_settings
+from consumers.app.settings import load_service_settings
 from producers.transports.base import SourceMessage
 from producers.transports.spool.dead_letter import LocalDeadLetters
 from producers.transports.spool.files import SpoolWriter
@@ -92,7 +94,7 @@ def _poison(signer: Signer) -> dict[str, bytes]:
 def test_poison_goes_to_dlq_bad_signature_to_quarantine_and_the_spool_moves_on(
     tmp_path: Path, index: ChdbIndex, signer: Signer, trust: TrustStore
 ) -> None:
-    settings = load_settings(data_dir=tmp_path / "bb", transport="spool", blob="local")
+    settings = load_service_settings(data_dir=tmp_path / "bb", transport="spool", blob="local")
     forger = new_signer()
     caps = [sealed(make_capture(i), signer) for i in range(4)]
     forged = sealed(make_capture(50), forger)  # a key the trust store does not know
@@ -156,7 +158,7 @@ def test_poison_goes_to_dlq_bad_signature_to_quarantine_and_the_spool_moves_on(
 def test_a_fully_invalid_batch_stops_without_committing(
     tmp_path: Path, index: ChdbIndex, signer: Signer, trust: TrustStore
 ) -> None:
-    settings = load_settings(data_dir=tmp_path / "bb")
+    settings = load_service_settings(data_dir=tmp_path / "bb")
     writer = SpoolWriter(settings.resolved_spool_dir)
     for _ in range(6):
         writer.append(b"k", b"\xc3\x01garbage")
@@ -359,7 +361,7 @@ def test_compacted_decision_shows_metadata_and_still_verifies(
     from schemas.codec import encode_capture
 
     result = processor.process(_msgs([encode_capture(capture)]))
-    index.update_decisions(["dec_t_000003"], {"content_state": "metadata-only", "segment_key": ""})
+    update_decisions(index, ["dec_t_000003"], {"content_state": "metadata-only", "segment_key": ""})
     store.delete(result.segments[0])
     shown = load_capture("dec_t_000003", index=index, store=store)
     assert shown.content_state == "metadata-only" and "compacted" in shown.to_json()["note"]
@@ -380,7 +382,7 @@ def test_tampered_segment_and_index_rows_are_rejected_naming_the_part(
 
     # a segment byte flipped: zstd's checksum or the row's sha256 refuses it
     key = result.segments[0]
-    row = index.latest_decision("dec_t_000001")
+    row = current_row(index, "dec_t_000001")
     assert row is not None
     body = bytearray(store.get(key))
     body[row["segment_offset"] + row["segment_length"] // 2] ^= 0x01
@@ -391,14 +393,15 @@ def test_tampered_segment_and_index_rows_are_rejected_naming_the_part(
     # a recompressed, re-hashed segment whose content was edited: the content hash names the part
     edited = dict(caps[2])
     edited["executionTrace"] = {**caps[2]["executionTrace"], "finalOutputText": "edited"}
-    from consumers.ingest.segments import SegmentWriter
+    from consumers.storage.segments import SegmentWriter
 
     w = SegmentWriter(retention_class="routine", topic="x", partition=0, first_offset=0)
     w.append(encode_capture(edited))
     forged_key, forged_body = w.finish()
     store.put(forged_key, forged_body)
     loc = w.locations()[0]
-    index.update_decisions(
+    update_decisions(
+        index,
         ["dec_t_000002"],
         {
             "segment_key": forged_key,
@@ -411,11 +414,11 @@ def test_tampered_segment_and_index_rows_are_rejected_naming_the_part(
         verify_stored("dec_t_000002", index=index, store=store, trust=trust)
     assert mismatch.value.part == "executionTrace.finalOutputText"
     with pytest.raises(StoredCaptureMismatch):  # show refuses bytes that are not the recorded ones
-        index.update_decisions(["dec_t_000002"], {"content_sha256": sha(b"other")})
+        update_decisions(index, ["dec_t_000002"], {"content_sha256": sha(b"other")})
         load_capture("dec_t_000002", index=index, store=store)
 
     # an index row edited after ingest
-    index.update_decisions(["dec_t_000000"], {"prompt_version": "v9.9"})
+    update_decisions(index, ["dec_t_000000"], {"prompt_version": "v9.9"})
     with pytest.raises(IndexRowMismatch) as row_err:
         verify_stored("dec_t_000000", index=index, store=store, trust=trust)
     assert row_err.value.part == "index.decisions.prompt_version"

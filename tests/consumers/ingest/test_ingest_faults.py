@@ -122,7 +122,7 @@ def _consume(settings: Any, fault: str | None = None) -> subprocess.CompletedPro
         [
             sys.executable,
             "-m",
-            "consumers.ingest",
+            "consumers.app.ingest",
             "--drain",
             "--batch-size",
             "10",

@@ -33,7 +33,7 @@ from ingest_testdata import (
 
 from consumers.index import ChdbIndex, run_trend
 from consumers.ingest.service import build_service
-from consumers.ingest.show import load_capture
+from consumers.storage.reader import load_capture
 from producers.blobstore import S3BlobStore
 from producers.evidence import seal
 from producers.policy import CapturePolicy

@@ -22,11 +22,11 @@ from consumers.ingest.batch import BatchProcessor
 from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded
 from consumers.ingest.loop import LoopConfig
 from consumers.ingest.service import build_service
-from consumers.ingest.show import load_capture
 from consumers.retention.policy import MAX_EXPIRES_AT
+from consumers.storage.reader import load_capture
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore
-from producers.settings import BlackboxSettings, load_settings
+from consumers.app.settings import ServiceSettings, load_service_settings
 from producers.transports.base import SourceMessage
 from producers.transports.spool.dead_letter import DEAD_LETTER_DIR, LocalDeadLetters
 from producers.transports.spool.files import SPOOL_RECORD_SCHEMA, SpoolWriter, spool_files
@@ -204,8 +204,8 @@ def test_an_unexpected_error_before_decoding_dead_letters_the_message(
 # --- unreadable spool files go to <spool>/dead-letter/ ---------------------------------------------------
 
 
-def _settings(tmp_path: Path) -> BlackboxSettings:
-    return load_settings(data_dir=tmp_path / "bb", transport="spool", blob="local")
+def _settings(tmp_path: Path) -> ServiceSettings:
+    return load_service_settings(data_dir=tmp_path / "bb", transport="spool", blob="local")
 
 
 def _publish(spool: Path, values: Sequence[bytes]) -> str:
@@ -237,7 +237,7 @@ def _foreign_avro() -> bytes:
     return buf.getvalue()
 
 
-def _run(settings: BlackboxSettings, index: ChdbIndex, trust: TrustStore, **kw: Any) -> Any:
+def _run(settings: ServiceSettings, index: ChdbIndex, trust: TrustStore, **kw: Any) -> Any:
     config = LoopConfig(batch_size=kw.pop("batch_size", 50), max_wait=0.02, drain_idle=0.0)
     with build_service(settings, index=index, trust=trust, loop_config=config, **kw) as service:
         stats = service.run(drain=True)

@@ -34,11 +34,11 @@ from ingest_testdata import chdb_index, make_capture, new_signer
 from consumers.index import ChdbIndex
 from consumers.ingest.loop import LoopConfig
 from consumers.ingest.service import build_service
-from consumers.ingest.show import load_capture
-from consumers.ingest.verify_stored import verify_stored
+from consumers.storage.reader import load_capture
+from consumers.verify.stored import verify_stored
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore, seal
-from producers.settings import load_settings
+from consumers.app.settings import load_service_settings
 from producers.transports.spool.dead_letter import DEAD_LETTER_DIR
 from producers.transports.spool.files import SPOOL_RECORD_SCHEMA
 from schemas.codec import encode_capture
@@ -227,7 +227,7 @@ def test_every_good_capture_after_bad_input_is_indexed_and_verifies(tmp_path: Pa
     @given(plan=_plan)
     def run(plan: list[tuple[str, Any]]) -> None:
         data = Path(tempfile.mkdtemp(dir=tmp_path))
-        conf = load_settings(data_dir=data, transport="spool", blob="local")
+        conf = load_service_settings(data_dir=data, transport="spool", blob="local")
         sent = _send(plan, conf.resolved_spool_dir, signer)
         config = LoopConfig(batch_size=4, max_wait=0.01, drain_idle=0.0)
         with build_service(conf, index=index, trust=trust, loop_config=config) as service:

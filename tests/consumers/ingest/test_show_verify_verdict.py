@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingest_testdata import chdb_index, make_capture, new_signer, sealed, sha, trust_for
+from ingest_testdata import chdb_index, current_row, make_capture, new_signer, sealed, sha, trust_for
 from typer.testing import CliRunner, Result
 
 from consumers.cli import app
 from consumers.index import ChdbIndex
-from consumers.ingest.segments import SegmentWriter
+from consumers.ingest.store import update_decisions
+from consumers.storage.segments import SegmentWriter
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore
 from producers.policy import strip_content
@@ -53,13 +54,13 @@ class World:
 
     def row(self, decision_id: str) -> dict[str, Any]:
         with self.index() as idx:
-            row = idx.latest_decision(decision_id)
+            row = current_row(idx, decision_id)
         assert row is not None
         return row
 
     def update(self, decision_id: str, values: dict[str, Any]) -> None:
         with self.index() as idx:
-            idx.update_decisions([decision_id], values)
+            update_decisions(idx, [decision_id], values)
 
 
 @pytest.fixture
@@ -266,7 +267,7 @@ def test_a_broken_setup_still_exits_2(world: World, tmp_path: Path) -> None:
 
 
 def test_a_blob_store_that_fails_is_an_error_not_a_verdict(world: World) -> None:
-    from consumers.ingest.verify_stored import stored_verdict
+    from consumers.verify.stored import stored_verdict
 
     class Down(LocalBlobStore):
         def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
@@ -285,8 +286,8 @@ def test_help_documents_the_exit_codes(world: World) -> None:
 
 def test_the_library_raises_a_verdict_for_a_missing_segment(tmp_path: Path) -> None:
     from consumers.ingest.batch import BatchProcessor
-    from consumers.ingest.show import SegmentMissing
-    from consumers.ingest.verify_stored import stored_verdict, verify_stored
+    from consumers.storage.reader import SegmentMissing
+    from consumers.verify.stored import stored_verdict, verify_stored
     from producers.transports.base import SourceMessage
     from producers.transports.spool.dead_letter import LocalDeadLetters
 

@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry
 
 from consumers.ingest.batch import BatchResult
 from consumers.ingest.loop import IngestLoop, LoopConfig
+from consumers.ingest.telemetry import IngestTelemetry
 from consumers.observability.health import Health
-from consumers.observability.ingest import IngestTelemetry
 from consumers.observability.metrics import INGEST_REGISTRY
 from consumers.observability.server import ListenAddress, MetricsEndpointError, parse_listen, serve
 from producers.transports.base import SourceMessage

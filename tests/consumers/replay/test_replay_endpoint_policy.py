@@ -32,7 +32,7 @@ from consumers.replay.endpoints import (
     require_safe_transport,
 )
 from producers.evidence import Signer, TrustStore, seal
-from producers.settings import load_settings
+from consumers.app.settings import load_service_settings
 from producers.wire.openai_chat import ChatRequest
 from schemas.errors import ContractError
 
@@ -267,7 +267,7 @@ def test_an_unlisted_or_unconfigured_endpoint_is_never_dialled() -> None:
 def test_an_allow_listed_entry_whose_key_is_unset_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "model_endpoints.toml"
     path.write_text('[[endpoint]]\nname = "e"\nurl = "https://m.example/v1"\napi_key_env = "NOPE"\n')
-    settings = load_settings(data_dir=tmp_path)
+    settings = load_service_settings(data_dir=tmp_path)
     policy = EndpointPolicy.from_settings(settings, environ={})
     with pytest.raises(EndpointNotAllowed, match=r"\$NOPE, which is not set"):
         policy.resolve("https://m.example/v1")

@@ -13,8 +13,9 @@ from replay_servers import GOLDEN
 
 from consumers.index import ChdbIndex, decision_rows
 from consumers.ingest import manifest_json
-from consumers.ingest.segments import SegmentWriter
+from consumers.ingest.store import insert_captures, update_decisions
 from consumers.replay import ContentAbsent, IndexedCaptureSource, Replayer
+from consumers.storage.segments import SegmentWriter
 from producers.blobstore import BlobStore, LocalBlobStore, S3BlobStore
 from schemas.codec import encode_capture
 
@@ -41,7 +42,7 @@ def _ingest(index: ChdbIndex, store: BlobStore, captures: list[dict[str, Any]]) 
         )
         for capture, data, location in zip(captures, encoded, writer.locations(), strict=True)
     ]
-    index.insert_captures(rows)
+    insert_captures(index, rows)
 
 
 def _goldens() -> list[dict[str, Any]]:
@@ -62,7 +63,7 @@ def _check_source(
         "dec_golden_identical",
     ]
 
-    index.update_decisions(["dec_golden_identical"], {"content_state": "metadata-only", "segment_key": ""})
+    update_decisions(index, ["dec_golden_identical"], {"content_state": "metadata-only", "segment_key": ""})
     with pytest.raises(ContentAbsent, match="metadata-only"):
         replayer.replay("dec_golden_identical")  # the manifest still verifies; the content is gone
     assert source.sample(since=None, agent=None, n=10) == ["dec_golden_diverging"]

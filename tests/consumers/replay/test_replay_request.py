@@ -17,7 +17,7 @@ from consumers.replay import (
     UnverifiedCapture,
     rebuild_request,
 )
-from producers.settings import load_settings
+from consumers.app.settings import load_service_settings
 from producers.wire.openai_chat import ChatRequest, append_messages
 from schemas.errors import ContentHashMismatch, ContractError, ModelClientError
 
@@ -114,15 +114,15 @@ def test_append_messages_to_an_empty_array_and_bad_text() -> None:
 
 
 def test_client_endpoint_and_key_from_flags_then_settings(model_server: ModelServer, tmp_path: Path) -> None:
-    configured = load_settings(data_dir=tmp_path, model_endpoint="http://env/v1", model_api_key="env-key")
+    configured = load_service_settings(data_dir=tmp_path, model_endpoint="http://env/v1", model_api_key="env-key")
     assert OpenAICompatibleClient.from_settings(configured).endpoint == "http://env/v1"
     flagged = OpenAICompatibleClient.from_settings(configured, endpoint="http://flag/v1")
     assert flagged.endpoint == "http://flag/v1"
     # No operator endpoint: none at all (the captured one is never dialled on its own; issue 8).
-    assert OpenAICompatibleClient.from_settings(load_settings(data_dir=tmp_path)).endpoint is None
+    assert OpenAICompatibleClient.from_settings(load_service_settings(data_dir=tmp_path)).endpoint is None
 
     with OpenAICompatibleClient.from_settings(
-        load_settings(data_dir=tmp_path), endpoint=model_server.endpoint + "/", api_key="flag-key"
+        load_service_settings(data_dir=tmp_path), endpoint=model_server.endpoint + "/", api_key="flag-key"
     ) as client:
         request = ChatRequest(
             model="acme-support",

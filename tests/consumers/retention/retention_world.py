@@ -23,14 +23,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from consumers.index import ChdbIndex, ClickHouseServerIndex, Index, chdb_open_path, decision_rows, flag_row
 from consumers.ingest.batch import manifest_json
-from consumers.ingest.segments import SegmentWriter, read_capture
+from consumers.ingest.store import insert_captures, insert_flags
 from consumers.retention.clock import FixedClock
 from consumers.retention.compaction import Compactor
 from consumers.retention.policy import RetentionPolicy, default_policy
+from consumers.storage.segments import SegmentWriter, read_capture
 from producers.blobstore import BlobStore, LocalBlobStore, S3BlobStore
 from producers.evidence import Signer, TrustStore, public_raw, seal
 from producers.policy import strip_content
-from producers.settings import BlackboxSettings, load_settings
+from consumers.app.settings import ServiceSettings, load_service_settings
 from schemas.codec import decode, encode_capture
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -164,8 +165,8 @@ class World:
         return self.tmp / "data" / "retention" / "deletions.jsonl"
 
     @property
-    def settings(self) -> BlackboxSettings:
-        return load_settings(data_dir=self.tmp / "data")
+    def settings(self) -> ServiceSettings:
+        return load_service_settings(data_dir=self.tmp / "data")
 
     def compactor(
         self, *, hook: Callable[[str], None] | None = None, policy: RetentionPolicy | None = None
@@ -219,7 +220,7 @@ class World:
                         expires_at=decision.expires_at,
                     )
                 )
-        self.index.insert_captures(rows)
+        insert_captures(self.index, rows)
         return keys
 
     def flag(
@@ -233,7 +234,7 @@ class World:
             "flaggedAt": ts(at),
             "failure": failure,
         }
-        self.index.insert_flags([flag_row(event, received_at=at)])
+        insert_flags(self.index, [flag_row(event, received_at=at)])
 
     def row(self, decision_id: str) -> dict[str, Any]:
         rows = self.index.query(

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from consumers.cli import app
 from consumers.index import open_index
-from consumers.ingest.show import load_capture
-from consumers.ingest.verify_stored import verify_stored
 from consumers.retention.hold import LegalHolds
 from consumers.retention.log import read_jsonl
 from consumers.retention.status import content_status, manifest_capture
+from consumers.storage.reader import load_capture
+from consumers.verify.stored import verify_stored
 from producers.blobstore import BlobStore, LocalBlobStore
 from producers.evidence import (
     FLAG_PAYLOAD_TYPE,
@@ -29,7 +29,7 @@ from producers.evidence import (
     verify_event,
 )
 from producers.evidence.dsse import b64decode, make_envelope
-from producers.settings import load_settings
+from consumers.app.settings import load_service_settings
 from producers.transports.spool.files import read_spool
 from schemas.codec import decode
 from schemas.errors import CaptureNotFound, RetentionError
@@ -160,7 +160,7 @@ def cli_env(tmp_path: Path, signer: Signer, chdb_dir: Path) -> dict[str, str]:
 def cli_world(cli_env: dict[str, str], signer: Signer, trust: TrustStore, tmp_path: Path) -> Iterator[World]:
     from retention_world import FixedClock
 
-    settings = load_settings(
+    settings = load_service_settings(
         data_dir=Path(cli_env["BLACKBOX_DATA_DIR"]), chdb_path=Path(cli_env["BLACKBOX_CHDB_PATH"])
     )
     index = open_index(settings)

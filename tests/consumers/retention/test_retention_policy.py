@@ -23,7 +23,7 @@ from consumers.retention.policy import (
     load_policy,
     policy_for_settings,
 )
-from producers.settings import load_settings
+from consumers.app.settings import load_service_settings
 from schemas.errors import ContractError, RetentionError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -155,8 +155,8 @@ def test_file_overrides_only_what_it_names(tmp_path: Path) -> None:
     assert policy.consequential == default_policy().consequential
     assert policy.fingerprint.startswith("short@sha256:")
     assert policy.fingerprint != default_policy().fingerprint
-    assert policy_for_settings(load_settings(data_dir=tmp_path, retention_policy=path)) == policy
-    assert policy_for_settings(load_settings(data_dir=tmp_path)) == default_policy()
+    assert policy_for_settings(load_service_settings(data_dir=tmp_path, retention_policy=path)) == policy
+    assert policy_for_settings(load_service_settings(data_dir=tmp_path)) == default_policy()
 
 
 @pytest.mark.parametrize(

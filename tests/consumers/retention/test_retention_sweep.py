@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 from retention_world import TOPIC, World, make_capture
 
-from consumers.ingest.segments import SegmentWriter, read_capture
-from consumers.ingest.show import load_capture
+from consumers.ingest.store import insert_quarantine
 from consumers.retention.hold import LegalHolds
 from consumers.retention.log import DeletionEntry, DeletionLog, read_jsonl
 from consumers.retention.plan import QuarantineRow, plan_sweep
 from consumers.retention.policy import RetentionPolicy, RetentionPolicyError, default_policy
 from consumers.retention.sweep import SWEEP_HOOK_POINTS, Sweeper
+from consumers.storage.reader import load_capture
+from consumers.storage.segments import SegmentWriter, read_capture
 from producers.blobstore import BlobInfo, BlobStore
 from producers.claimcheck import claim_key
 from schemas.codec import decode, encode_capture
@@ -68,7 +69,8 @@ def _quarantine(
     world.store.put(key, body)
     loc = writer.locations()[0]
     sha = "sha256:" + hashlib.sha256(data).hexdigest()
-    world.index.insert_quarantine(
+    insert_quarantine(
+        world.index,
         [
             {
                 "decision_id": capture["decisionId"],
@@ -82,7 +84,7 @@ def _quarantine(
                 "received_at": received_at,
                 "content_sha256": sha,
             }
-        ]
+        ],
     )
     claim_blob = _claim(capture["agentId"], capture["decisionId"], data) if claim else ""
     if claim:

@@ -1,4 +1,5 @@
-"""Segments: frames are independently readable, keys are deterministic, corruption is caught."""
+"""Segments, the storage room's format: frames are independently readable, keys are deterministic,
+corruption is caught."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 
 import pytest
 
-from consumers.ingest.segments import (
+from consumers.storage.segments import (
     FrameLocation,
     SegmentCorrupt,
     SegmentWriter,

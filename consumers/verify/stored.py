@@ -2,7 +2,7 @@
 
 1. **segment**: one range GET; the segment must be there, the bytes must decompress (zstd checksum)
    and hash to the row's ``content_sha256`` - otherwise a
-   :class:`~consumers.ingest.show.StoredCaptureMismatch` (``SegmentMissing``, ``SegmentTruncated``,
+   :class:`~consumers.storage.reader.StoredCaptureMismatch` (``SegmentMissing``, ``SegmentTruncated``,
    ``FrameUnreadable``), part ``segment``. Missing or corrupt evidence is a verdict, not an error.
 2. **capture**: :func:`producers.evidence.verify_capture` - signature, key, every content hash, the
    working-set root; the failing part is named (``executionTrace.finalOutputText``, ``signature``...).
@@ -16,7 +16,7 @@
 
 :func:`verify_stored` raises the first failure; :func:`stored_verdict` (``blackbox verify``) and
 :func:`judge_shown` (``blackbox show``, over the bytes it already read) turn the same checks into a
-:class:`~consumers.ingest.verdict.Verdict`, computed at read time against the trust store as it is now.
+:class:`~consumers.verify.verdict.Verdict`, computed at read time against the trust store as it is now.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from consumers.index import decision_rows
+from consumers.storage.reader import CONTENT_NOTES, StoredCapture, read_stored
+from consumers.storage.store import CHILD_TABLES, child_rows, current_row, quarantine_rows
 from producers.evidence import VerificationReport, verify_capture
 from schemas.codec import decode
 from schemas.errors import CaptureNotFound, RetentionError, SignatureInvalid, VerificationError
 
-from .show import CONTENT_NOTES, ShownCapture, current_row, quarantine_rows, read_stored
 from .verdict import Verdict
 
 if TYPE_CHECKING:
@@ -65,7 +66,6 @@ _STATEFUL = frozenset(
         "working_set_bytes",  # NULL once content is compacted
     }
 )
-_CHILD_KEYS = {"tool_calls": ("sequence",), "memory_entries": ("context_position", "entry_id")}
 _CHILD_STATEFUL = frozenset({"content_bytes"})
 
 
@@ -158,7 +158,7 @@ def stored_verdict(
 
 
 def judge_shown(
-    shown: ShownCapture, *, index: Index, trust: TrustStore, at: datetime | None = None
+    shown: StoredCapture, *, index: Index, trust: TrustStore, at: datetime | None = None
 ) -> Verdict:
     """The verdict on what ``show`` loaded, over the very capture it prints (no second read).
 
@@ -202,7 +202,7 @@ def _check(
     return report
 
 
-def _quarantined(shown: ShownCapture, *, trust: TrustStore, at: datetime) -> Verdict:
+def _quarantined(shown: StoredCapture, *, trust: TrustStore, at: datetime) -> Verdict:
     """Why a quarantined capture is not evidence: its own verification failure, else the quarantine
     reason (a conflicting duplicate can carry a good signature and still is not the indexed evidence)."""
     first = shown.quarantine[0] if shown.quarantine else {}
@@ -273,11 +273,8 @@ def check_rows(index: Index, row: Mapping[str, Any], capture: Mapping[str, Any])
         )
     did = str(row["decision_id"])
     for table, wanted in (("tool_calls", expected.tool_calls), ("memory_entries", expected.memory_entries)):
-        keys = _CHILD_KEYS[table]
-        found = index.query(
-            f"SELECT * FROM {table} FINAL WHERE decision_id = {{id:String}} ORDER BY {', '.join(keys)}",
-            {"id": did},
-        )
+        keys = CHILD_TABLES[table]
+        found = child_rows(index, table, did)
         if len(found) != len(wanted):
             raise IndexRowMismatch(
                 f"{len(found)} rows in the index, the capture has {len(wanted)}", part=f"index.{table}"

@@ -1,8 +1,9 @@
-"""``python -m consumers.ingest [--drain] [--batch-size N] [--max-wait S] [--database DB]``.
+"""``python -m consumers.app.ingest [--drain] [--batch-size N] [--max-wait S] [--database DB]``.
 
 The same consumer as ``blackbox consume``, without the CLI package around it: used by the crash
 tests, which run it as a subprocess (``BLACKBOX_FAULT`` kills it at a named point) and need to
-point it at a per-test index database. Prints the run's stats as one JSON line on stdout.
+point it at a per-test index database. Prints the run's stats as one JSON line on stdout. It lives
+in the app room, above ingest, because it opens the runtime.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ import logging
 import sys
 from dataclasses import asdict
 
-from producers.settings import load_settings
+from consumers.app.runtime import open_runtime
+from consumers.ingest.service import parse_kafka_options
+from consumers.ingest.signals import stop_on_signals
 from schemas.errors import BlackboxError
-
-from .service import build_service, parse_kafka_options
-from .signals import stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m consumers.ingest")
+    parser = argparse.ArgumentParser(prog="python -m consumers.app.ingest")
     parser.add_argument("--drain", action="store_true", help="stop once caught up")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--max-wait", type=float, default=1.0)
@@ -41,11 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         with (
-            build_service(
-                load_settings(),
+            open_runtime(database=args.database) as rt,
+            rt.ingest(
                 batch_size=args.batch_size,
                 max_wait=args.max_wait,
-                database=args.database,
                 kafka_config=parse_kafka_options(args.kafka_option),
                 workers=args.workers,
             ) as service,

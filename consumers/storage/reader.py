@@ -1,4 +1,4 @@
-"""Load one stored capture by decision id: index row → one range GET → zstd → decode → JSON form.
+"""The stored-capture reader: decision id → index row → one range GET → zstd → decode → JSON form.
 
 Three kinds of answer, always saying which one it is (``content_state``):
 
@@ -21,9 +21,11 @@ A decision that is indexed *and* also has quarantined copies (conflicting duplic
 Reads of content pass the access gate (DESIGN decision 12) when one is given: the gate sees the
 capture's metadata from the index row before any content is fetched, and logs the read.
 
-Loading is not verifying: whether what was loaded is evidence is :attr:`ShownCapture.verdict`, set by
-:func:`consumers.ingest.verify_stored.judge_shown` at read time (the row's ``trust`` column is what
-ingest decided then, shown as ``stored.trust``, never as the verdict).
+Loading is not verifying: whether what was loaded is evidence is decided at read time by
+:func:`consumers.verify.stored.judge_shown` and passed to :meth:`StoredCapture.to_json` as its
+``verification`` (the row's ``trust`` column is what ingest decided then, shown as ``stored.trust``,
+never as the verdict). :func:`read_stored` is the one checked read that ``show``, ``verify`` and
+replay's indexed source share.
 """
 
 from __future__ import annotations
@@ -39,18 +41,29 @@ from schemas.codec import decode
 from schemas.errors import BlobNotFound, BlobStoreError, CaptureNotFound, DecodeError, VerificationError
 
 from .segments import SegmentCorrupt, read_capture
+from .store import current_row, quarantine_rows
 
 if TYPE_CHECKING:
     from consumers.access import AccessGate, Caller
     from consumers.index import Index
     from producers.blobstore import BlobStore
 
-    from .verdict import Verdict
+__all__ = [
+    "CONTENT_NOTES",
+    "FrameUnreadable",
+    "SegmentMissing",
+    "SegmentTruncated",
+    "StoredCapture",
+    "StoredCaptureMismatch",
+    "load_capture",
+    "read_stored",
+]
 
 # Index columns shown beside the capture (where it lives, how it is kept).
 ROW_FIELDS = (
     "trust",
     "content_state",
+    "fidelity",
     "retention_class",
     "retention_days",
     "expires_at",
@@ -101,8 +114,8 @@ class FrameUnreadable(SegmentCorrupt, StoredCaptureMismatch):
 
 
 @dataclass(frozen=True, slots=True)
-class ShownCapture:
-    """One capture as stored, with where it lives and whether it can be trusted."""
+class StoredCapture:
+    """One capture as stored, with the index rows that say where it lives and how it is kept."""
 
     decision_id: str
     content_state: str
@@ -110,21 +123,21 @@ class ShownCapture:
     row: dict[str, Any] = field(default_factory=dict)
     quarantine: tuple[dict[str, Any], ...] = ()
     kind: str = "capture"
-    verdict: Verdict | None = None  # computed at read time by verify_stored.judge_shown
 
     @property
     def quarantined(self) -> bool:
         return self.content_state == "quarantined"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, verification: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """A JSON-ready view: the capture in the contract's JSON form, the read-time ``verification``
-        (null when nobody verified it) and a ``stored`` block (the index row; its ``trust`` is ingest's)."""
+        (a verdict's JSON; null when nobody verified it) and a ``stored`` block (the index row; its
+        ``trust`` is ingest's)."""
         return {
             "decisionId": self.decision_id,
             "contentState": self.content_state,
             "note": CONTENT_NOTES.get(self.content_state, ""),
             "kind": self.kind,
-            "verification": None if self.verdict is None else self.verdict.to_json(),
+            "verification": None if verification is None else dict(verification),
             "stored": {k: _jsonable(self.row[k]) for k in ROW_FIELDS if k in self.row},
             "quarantine": [{k: _jsonable(v) for k, v in q.items()} for q in self.quarantine],
             "capture": self.capture,
@@ -139,7 +152,7 @@ def load_capture(
     gate: AccessGate | None = None,
     caller: Caller | None = None,
     action: str = "show",
-) -> ShownCapture:
+) -> StoredCapture:
     """The stored capture of ``decision_id`` (see the module docstring); raises CaptureNotFound."""
     quarantine = quarantine_rows(index, decision_id)
     row = current_row(index, decision_id)
@@ -151,13 +164,13 @@ def load_capture(
             if gate is not None and caller is not None:
                 ids = {"decisionId": decision_id, "agentId": quarantine[0]["agent_id"]}
                 gate.authorize(caller, ids, action=action)
-            return ShownCapture(decision_id, "quarantine-expired", {}, {}, tuple(quarantine), "none")
+            return StoredCapture(decision_id, "quarantine-expired", {}, {}, tuple(quarantine), "none")
         first = stored[0]
-        data = _read_checked(store, first)
+        data = read_stored(store, first)
         decoded = _decode(data, first)
         if gate is not None and caller is not None:
             gate.authorize(caller, decoded.value, action=action)
-        return ShownCapture(decision_id, "quarantined", decoded.value, {}, tuple(quarantine), decoded.kind)
+        return StoredCapture(decision_id, "quarantined", decoded.value, {}, tuple(quarantine), decoded.kind)
 
     metadata = json.loads(row["manifest_json"]) if row.get("manifest_json") else {}
     if gate is not None and caller is not None:
@@ -166,38 +179,15 @@ def load_capture(
         )
     state = str(row.get("content_state") or "full")
     if state == "expired":
-        return ShownCapture(decision_id, "expired", metadata, row, tuple(quarantine))
+        return StoredCapture(decision_id, "expired", metadata, row, tuple(quarantine))
     if state == "metadata-only" or not row.get("segment_key"):
-        return ShownCapture(decision_id, "metadata-only", metadata, row, tuple(quarantine))
-    data = _read_checked(store, row)
-    return ShownCapture(decision_id, state, _decode(data, row).value, row, tuple(quarantine))
-
-
-def current_row(index: Index, decision_id: str) -> dict[str, Any] | None:
-    """The current version of one decision row (``FINAL``: flags, compaction and holds write versions).
-
-    A direct read of ``decisions`` rather than the ``decisions_current`` view: show needs no failure
-    join, and this is the path that has to stay well under the 20 ms show budget.
-    """
-    rows = index.query(
-        "SELECT * FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
-    )
-    return rows[0] if rows else None
-
-
-def quarantine_rows(index: Index, decision_id: str) -> list[dict[str, Any]]:
-    return index.query(
-        "SELECT * FROM quarantine FINAL WHERE decision_id = {id:String} ORDER BY received_at, source",
-        {"id": decision_id},
-    )
+        return StoredCapture(decision_id, "metadata-only", metadata, row, tuple(quarantine))
+    data = read_stored(store, row)
+    return StoredCapture(decision_id, state, _decode(data, row).value, row, tuple(quarantine))
 
 
 def read_stored(store: BlobStore, row: Mapping[str, Any]) -> bytes:
     """The capture bytes a ``decisions`` or ``quarantine`` row points at, checked against its hash."""
-    return _read_checked(store, row)
-
-
-def _read_checked(store: BlobStore, row: Mapping[str, Any]) -> bytes:
     key, offset, length = str(row["segment_key"]), int(row["segment_offset"]), int(row["segment_length"])
     try:
         data = read_capture(store, key, offset, length)

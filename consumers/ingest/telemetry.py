@@ -1,4 +1,4 @@
-"""The ingest loop's observer: batch results into the metrics, liveness into :class:`~.health.Health`.
+"""The ingest loop's observer: batch results into the metrics, liveness into :class:`~consumers.observability.health.Health`.
 
 Counts come from each :class:`~consumers.ingest.batch.BatchResult`, the same numbers the loop's
 summary adds up, so the metrics and ``blackbox consume``'s final line never disagree. Commit lag is
@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from . import metrics
-from .health import Health
+from consumers.observability import metrics
+from consumers.observability.health import Health
 
 if TYPE_CHECKING:
     from consumers.ingest.batch import BatchResult
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 class IngestTelemetry:
-    """A :class:`consumers.ingest.loop.LoopObserver` that feeds :mod:`.metrics` and a :class:`Health`."""
+    """A :class:`consumers.ingest.loop.LoopObserver` that feeds :mod:`consumers.observability.metrics` and a :class:`Health`."""
 
     def __init__(
         self,

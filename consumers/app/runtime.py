@@ -1,0 +1,197 @@
+"""One runtime context per command: the services' settings, and every resource opened from them once.
+
+Each command, the demo and the ingest process open one :class:`Runtime` and take what they need
+from it; nothing else opens an index, a blob store, a sender or a gate from settings::
+
+    with open_runtime() as rt:
+        replayer = rt.replayer(client=client, reason="incident 42")
+        ...
+
+A resource is opened on first use and then reused (one chdb handle per process, one gate that logs
+to that index); :meth:`Runtime.close` (the ``with`` block's end) closes what was opened, in reverse
+order, each step even if an earlier one failed. The runtime builds the Replayer and the ingest
+service too, so the replay commands, the demo and ``blackbox consume`` wire them the same way.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from consumers.app.settings import ServiceSettings, load_service_settings
+
+if TYPE_CHECKING:
+    from consumers.access import AccessGate, Caller
+    from consumers.index import Index
+    from consumers.ingest.service import IngestService
+    from consumers.replay import CaptureSource, IndexedCaptureSource, ModelClient, Replayer, ToolBackend
+    from consumers.retention.clock import Clock
+    from consumers.retention.compaction import Compactor
+    from consumers.retention.hold import LegalHolds
+    from consumers.retention.policy import RetentionPolicy
+    from producers.blobstore import BlobStore
+    from producers.evidence import TrustStore
+    from producers.transports import Transport
+
+__all__ = ["Runtime", "open_runtime"]
+
+
+def open_runtime(
+    settings: ServiceSettings | None = None, *, database: str | None = None, grants: Path | None = None
+) -> Runtime:
+    """A :class:`Runtime` over ``settings`` (default: read from the environment now); use it in ``with``."""
+    return Runtime(settings or load_service_settings(), database=database, grants=grants)
+
+
+class Runtime:
+    """The frozen settings, the resources opened lazily from them, and one :meth:`close`.
+
+    ``database`` names the index database (default ``blackbox``; the crash tests use their own);
+    ``grants`` a grants file other than ``<data_dir>/grants.toml`` (``--grants``).
+    """
+
+    def __init__(
+        self, settings: ServiceSettings, *, database: str | None = None, grants: Path | None = None
+    ) -> None:
+        self.settings = settings
+        self._database = database
+        self._grants = grants
+        self._closing = ExitStack()
+
+    # -- resources, each opened once on first use ---------------------------------------------------
+    @cached_property
+    def index(self) -> Index:
+        from consumers.index import open_index
+
+        index = open_index(self.settings, database=self._database)
+        self._closing.callback(index.close)
+        return index
+
+    @cached_property
+    def blob_store(self) -> BlobStore:
+        from producers.blobstore import open_blob_store
+
+        return open_blob_store(self.settings)
+
+    @cached_property
+    def sender(self) -> Transport:
+        """The configured transport's sender (flags go out through it)."""
+        from producers.transports import open_sender
+
+        sender = open_sender(self.settings)
+        self._closing.callback(sender.close)
+        return sender
+
+    @cached_property
+    def trust_store(self) -> TrustStore:
+        """The trust store as it is now (empty if the file does not exist yet)."""
+        from producers.evidence import TrustStore
+
+        return TrustStore.load(self.settings.resolved_trust_store, missing_ok=True)
+
+    @cached_property
+    def gate(self) -> AccessGate:
+        """The one access gate: the grants file, and the access log in :attr:`index`."""
+        from consumers.access import gate_for
+
+        return gate_for(self.settings, self.index, grants=self._grants)
+
+    @cached_property
+    def capture_source(self) -> IndexedCaptureSource:
+        """The stored captures: index rows pointing into blob segments."""
+        from consumers.replay import IndexedCaptureSource
+
+        return IndexedCaptureSource(self.index, self.blob_store)
+
+    @cached_property
+    def retention_policy(self) -> RetentionPolicy:
+        from consumers.retention.policy import policy_for_settings
+
+        return policy_for_settings(self.settings)
+
+    def caller(self, reason: str) -> Caller:
+        """The configured caller (``BLACKBOX_CALLER`` / ``BLACKBOX_SCOPE``), reading for ``reason``."""
+        from consumers.access import caller_for
+
+        return caller_for(self.settings, reason=reason)
+
+    # -- what the commands build from them ------------------------------------------------------------
+    def replayer(
+        self,
+        *,
+        client: ModelClient,
+        caller: Caller | None = None,
+        reason: str = "",
+        source: CaptureSource | None = None,
+        allow_unverified: bool = False,
+        substitute_model: str | None = None,
+        live_tools: ToolBackend | None = None,
+        live_reason: str | None = None,
+    ) -> Replayer:
+        """The Replayer over the stored captures (or ``source``), through :attr:`gate` as ``caller``
+        (default: the configured one, for ``reason``), verifying against :attr:`trust_store`; the
+        other arguments are :class:`~consumers.replay.Replayer`'s."""
+        from consumers.replay import EvidenceVerifier, Replayer
+
+        return Replayer(
+            source=source if source is not None else self.capture_source,
+            client=client,
+            gate=self.gate,
+            caller=caller or self.caller(reason),
+            verifier=EvidenceVerifier(self.trust_store),
+            allow_unverified=allow_unverified,
+            substitute_model=substitute_model,
+            live_tools=live_tools,
+            live_reason=live_reason,
+        )
+
+    def ingest(self, **options: Any) -> IngestService:
+        """The ingest service into :attr:`index` and :attr:`blob_store`, verifying against the trust
+        store file as it changes, under the configured retention policy and fault hook. ``options`` go
+        to :func:`~consumers.ingest.service.build_service` (``batch_size``, ``workers`` …)."""
+        from consumers.ingest.service import ReloadingTrust, build_service
+
+        return build_service(
+            self.settings,
+            index=self.index,
+            store=self.blob_store,
+            trust=ReloadingTrust(self.settings.resolved_trust_store),
+            policy=self.retention_policy,
+            fault=self.settings.fault or None,
+            **options,
+        )
+
+    def compactor(self, *, clock: Clock | None = None) -> Compactor:
+        from consumers.retention.compaction import Compactor
+
+        return Compactor.in_data_dir(
+            self.settings.data_dir,
+            index=self.index,
+            store=self.blob_store,
+            policy=self.retention_policy,
+            clock=clock,
+        )
+
+    def legal_holds(self, *, clock: Clock | None = None) -> LegalHolds:
+        from consumers.retention.hold import LegalHolds
+
+        return LegalHolds.in_data_dir(
+            self.settings.data_dir,
+            index=self.index,
+            caller=self.settings.caller,
+            scope=self.settings.scope,
+            clock=clock,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close what was opened, last first; every step runs even if an earlier one failed."""
+        self._closing.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

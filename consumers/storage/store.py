@@ -1,0 +1,49 @@
+"""The index side of storage: the rows that say where a stored capture lives and what it recorded.
+
+Every read is a ``FINAL`` read of one decision id (flags, compaction and holds write new row
+versions), with ``{name:Type}`` parameters, on both engines (chdb and a ClickHouse server).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from consumers.index import Index
+
+__all__ = ["CHILD_TABLES", "child_rows", "current_row", "quarantine_rows"]
+
+# The tables derived from a capture beside its ``decisions`` row, and the columns that order them.
+CHILD_TABLES: dict[str, tuple[str, ...]] = {
+    "tool_calls": ("sequence",),
+    "memory_entries": ("context_position", "entry_id"),
+}
+
+
+def current_row(index: Index, decision_id: str) -> dict[str, Any] | None:
+    """The current version of one decision row (``FINAL``: flags, compaction and holds write versions).
+
+    A direct read of ``decisions`` rather than the ``decisions_current`` view: show needs no failure
+    join, and this is the path that has to stay well under the 20 ms show budget.
+    """
+    rows = index.query(
+        "SELECT * FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
+    )
+    return rows[0] if rows else None
+
+
+def quarantine_rows(index: Index, decision_id: str) -> list[dict[str, Any]]:
+    """Every quarantined copy of ``decision_id``, oldest first."""
+    return index.query(
+        "SELECT * FROM quarantine FINAL WHERE decision_id = {id:String} ORDER BY received_at, source",
+        {"id": decision_id},
+    )
+
+
+def child_rows(index: Index, table: str, decision_id: str) -> list[dict[str, Any]]:
+    """The rows of one :data:`CHILD_TABLES` table for ``decision_id``, in their key order."""
+    keys = CHILD_TABLES[table]  # a KeyError for any other name: the table is never caller-supplied SQL
+    return index.query(
+        f"SELECT * FROM {table} FINAL WHERE decision_id = {{id:String}} ORDER BY {', '.join(keys)}",
+        {"id": decision_id},
+    )
