@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from consumers.app.settings import load_service_settings
 from consumers.commands import capture, demo, index, ingest, keys, replay, retention, verify
-from consumers.index import require_existing_index
 from schemas.errors import BlackboxError
 
 app = typer.Typer(
@@ -32,18 +30,6 @@ for _module in (
     demo,  # demo, report
 ):
     _module.register(app)
-
-# Commands that only read an existing index: pointed at a data directory that does not exist, they say
-# so instead of creating an empty index and answering "no decision" (a mistyped BLACKBOX_DATA_DIR).
-_READS_EXISTING_INDEX = frozenset(
-    {"show", "query", "compact", "hold", "release", "replay", "bisect", "regress", "report"}
-)
-
-
-@app.callback()
-def _before_command(ctx: typer.Context) -> None:
-    if ctx.invoked_subcommand in _READS_EXISTING_INDEX:
-        require_existing_index(load_service_settings())
 
 
 def main() -> None:

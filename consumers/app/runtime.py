@@ -39,32 +39,48 @@ __all__ = ["Runtime", "open_runtime"]
 
 
 def open_runtime(
-    settings: ServiceSettings | None = None, *, database: str | None = None, grants: Path | None = None
+    settings: ServiceSettings | None = None,
+    *,
+    database: str | None = None,
+    grants: Path | None = None,
+    existing_index: bool = False,
 ) -> Runtime:
     """A :class:`Runtime` over ``settings`` (default: read from the environment now); use it in ``with``."""
-    return Runtime(settings or load_service_settings(), database=database, grants=grants)
+    return Runtime(
+        settings or load_service_settings(), database=database, grants=grants, existing_index=existing_index
+    )
 
 
 class Runtime:
     """The frozen settings, the resources opened lazily from them, and one :meth:`close`.
 
     ``database`` names the index database (default ``blackbox``; the crash tests use their own);
-    ``grants`` a grants file other than ``<data_dir>/grants.toml`` (``--grants``).
+    ``grants`` a grants file other than ``<data_dir>/grants.toml`` (``--grants``). ``existing_index``:
+    a command that only reads refuses an embedded index that was never created (a mistyped
+    ``BLACKBOX_DATA_DIR``) instead of creating an empty one and answering "no such decision".
     """
 
     def __init__(
-        self, settings: ServiceSettings, *, database: str | None = None, grants: Path | None = None
+        self,
+        settings: ServiceSettings,
+        *,
+        database: str | None = None,
+        grants: Path | None = None,
+        existing_index: bool = False,
     ) -> None:
         self.settings = settings
         self._database = database
         self._grants = grants
+        self._existing_index = existing_index
         self._closing = ExitStack()
 
     # -- resources, each opened once on first use ---------------------------------------------------
     @cached_property
     def index(self) -> Index:
-        from consumers.index import open_index
+        from consumers.index import open_index, require_existing_index
 
+        if self._existing_index:
+            require_existing_index(self.settings)
         index = open_index(self.settings, database=self._database)
         self._closing.callback(index.close)
         return index

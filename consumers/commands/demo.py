@@ -41,7 +41,7 @@ def report_command(
     now = datetime.now(UTC)
     until_ = (until or now + timedelta(days=1)).replace(tzinfo=(until or now).tzinfo or UTC)
     since_ = (since or now - timedelta(days=30)).replace(tzinfo=(since or now).tzinfo or UTC)
-    with open_runtime() as rt:
+    with open_runtime(existing_index=True) as rt:
         data = report_data(rt.index, since=since_, until=until_)
     window = f"{since_.date()} to {until_.date()}"
     out.write_text(render_report(**data, generated_at=now, window=window), encoding="utf-8")

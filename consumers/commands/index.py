@@ -129,7 +129,7 @@ def trends(
         return
     now = datetime.now(UTC)
     start, end = parse_when(since, now=now), parse_when(until, now=now)
-    with open_runtime() as rt:
+    with open_runtime(existing_index=True) as rt:
         rows = run_trend(rt.index, name, since=start, until=end, agent=agent, by=by)
     title = f"{name} {_json_default(start)} .. {_json_default(end)}" + (f" agent={agent}" if agent else "")
     print_rows(rows, as_json=as_json, title=title)
@@ -162,7 +162,7 @@ def query(
     """Run one SELECT over the index tables: no table functions, no files, no settings; row and time
     limits; every query (allowed or refused) is logged in access_log."""
     limits = QueryLimits(max_rows=limit, timeout_s=timeout)
-    with open_runtime() as rt:
+    with open_runtime(existing_index=True) as rt:
         index = rt.index
         reader = index
         try:

@@ -171,7 +171,7 @@ def show_command(
     from producers.evidence import TrustStore
     from schemas.errors import VerificationError
 
-    with open_runtime(load_service_settings(trust_store=trust_store)) as rt:
+    with open_runtime(load_service_settings(trust_store=trust_store), existing_index=True) as rt:
         index = rt.index
         trust = TrustStore.load(rt.settings.resolved_trust_store)  # a missing trust store is an error here
         try:

@@ -113,7 +113,7 @@ def _replayer(
     directory: Path | None = None,
 ) -> Iterator[tuple[Replayer, CaptureSource, ReplayRunLog, ServiceSettings]]:
     settings = load_service_settings(caller=access.caller, scope=access.scope)
-    with open_runtime(settings, grants=access.grants) as rt, ExitStack() as stack:
+    with open_runtime(settings, grants=access.grants, existing_index=True) as rt, ExitStack() as stack:
         index = rt.index  # replay runs and the access log are written there, whatever the source
         source: CaptureSource
         if file is not None:

@@ -78,7 +78,7 @@ def compact_command(
     settings = load_service_settings(retention_policy=policy)
     moment = _parse_time(as_of, "--as-of") if as_of else None
     err = Console(stderr=True)
-    with open_runtime(settings) as rt:
+    with open_runtime(settings, existing_index=True) as rt:
         compactor = rt.compactor(clock=SystemClock())
         with Progress(
             TextColumn("[bold]{task.description}"),
@@ -154,7 +154,7 @@ def hold_command(
     ],
 ) -> None:
     """Put a decision under legal hold: compaction and expiry leave it alone until released."""
-    with open_runtime() as rt:
+    with open_runtime(existing_index=True) as rt:
         result = rt.legal_holds(clock=SystemClock()).hold(decision_id, reason=reason)
     state = "held" if result.changed else "already held"
     typer.echo(f"{state}: {decision_id} ({result.content_state}) reason: {result.hold_reason}")
@@ -165,7 +165,7 @@ def release_command(
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit log).")],
 ) -> None:
     """Release a legal hold; the retention policy applies again from the next compaction."""
-    with open_runtime() as rt:
+    with open_runtime(existing_index=True) as rt:
         result = rt.legal_holds(clock=SystemClock()).release(decision_id, reason=reason)
     state = "released" if result.changed else "was not held"
     typer.echo(f"{state}: {decision_id} ({result.content_state})")

@@ -48,7 +48,7 @@ def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore
     from consumers.storage.store import current_row
     from consumers.verify.stored import stored_verdict
 
-    with open_runtime(settings) as rt:
+    with open_runtime(settings, existing_index=True) as rt:
         index = rt.index
         row = current_row(index, decision_id)
         subject = (

@@ -60,7 +60,18 @@ def test_load_settings_raises_the_blackbox_error_not_pydantics(monkeypatch: pyte
         load_service_settings()
 
 
-@pytest.mark.parametrize("command", [["show", "0" * 32], ["compact"], ["query", "SELECT 1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show", "0" * 32],
+        ["compact"],
+        ["query", "SELECT 1"],
+        ["trends", "failure_rate"],
+        ["hold", "0" * 32, "--reason", "audit"],
+        ["replay", "0" * 32],
+        ["report", "--out", "r.html"],
+    ],
+)
 def test_a_read_command_on_a_missing_data_dir_says_so_and_creates_nothing(
     tmp_path: Path, command: list[str]
 ) -> None:
@@ -114,3 +125,12 @@ def test_a_chdb_path_that_is_a_file_is_named_not_a_traceback(tmp_path: Path) -> 
     assert out.returncode == 2
     assert f"cannot use {in_the_way} as the chdb data directory" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("command", ["show", "verify", "query", "compact", "replay", "report", "trends"])
+def test_help_works_without_a_data_dir(tmp_path: Path, command: str) -> None:
+    missing = tmp_path / "nowhere"
+    out = blackbox([command, "--help"], env={"BLACKBOX_DATA_DIR": str(missing)})
+    assert out.returncode == 0, out.stderr
+    assert "Usage" in out.stdout
+    assert not missing.exists()
