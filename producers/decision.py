@@ -10,6 +10,12 @@ values, sampling parameters) are snapshotted when given — dicts and lists are 
 numbers shared — so a runtime may reuse or mutate its objects afterwards (``snapshot=False`` on the
 recorder skips the copy for runtimes that never mutate).
 
+The decision a ``with recorder.decision(...) as d:`` block opened is the *current decision* of that
+thread or asyncio task (:func:`current_decision`, a context variable: a task created inside the
+block inherits it, another thread does not). Capture adapters (``producers/integrations/``) attach
+the model calls they see to it with :meth:`DecisionBuilder.attach_model_call`; the worker turns them
+into capture fields when the capture is built.
+
 Nothing here raises into the agent for what it was given: a value that cannot be recorded as given
 (circular, nested deeper than :data:`~producers.unrecordable.MAX_DEPTH`, not JSON, the wrong type)
 is replaced as :mod:`producers.unrecordable` describes and named as a *problem* of the decision;
@@ -22,8 +28,10 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self
@@ -38,7 +46,9 @@ __all__ = [
     "AgentConfig",
     "DecisionBuilder",
     "DecisionSink",
+    "ModelCallAssembler",
     "ReplayPolicy",
+    "current_decision",
     "new_decision_id",
     "pin_config",
 ]
@@ -64,6 +74,19 @@ def new_decision_id(moment: datetime) -> str:
         chars.append(_CROCKFORD[value & 31])
         value >>= 5
     return "dec_" + "".join(reversed(chars))
+
+
+ModelCallAssembler = Callable[[dict[str, Any], Sequence[Any], list[str]], None]
+"""Turns the model calls an adapter attached into capture fields, on the recorder's worker:
+``assemble(capture, calls, problems)`` fills ``capture`` in place and appends what it could not
+record to ``problems``; it must not raise (the builder treats a raise as one more problem)."""
+
+_CURRENT: ContextVar[DecisionBuilder | None] = ContextVar("blackbox_current_decision", default=None)
+
+
+def current_decision() -> DecisionBuilder | None:
+    """The decision whose ``with`` block encloses the caller (this thread or asyncio task), if any."""
+    return _CURRENT.get()
 
 
 class DecisionSink(Protocol):
@@ -153,6 +176,15 @@ class DecisionBuilder:
         self._final: dict[str, Any] = {}
         self._outcome: tuple[str, str | None] = ("unknown", None)
         self._captured_at = ""
+        self._model_calls: list[Any] = []
+        self._assemble: ModelCallAssembler | None = None
+        self._model_lock = threading.Lock()  # calls arrive from the agent's tasks and threads
+        self._scope: Token[DecisionBuilder | None] | None = None
+
+    @property
+    def recorder(self) -> DecisionSink:
+        """The recorder this decision goes to."""
+        return self._recorder
 
     # --- recording ---------------------------------------------------------------------------
     def _open(self) -> None:
@@ -172,8 +204,8 @@ class DecisionBuilder:
     @property
     def problems(self) -> tuple[str, ...]:
         """What could not be recorded as given in this decision; reported once its capture is made."""
-        if self._config is None and self._recorder.default_config is None:
-            return (*self._problems, _NO_CONFIGURATION)
+        if self._config is None and self._recorder.default_config is None and not self._model_calls:
+            return (*self._problems, _NO_CONFIGURATION)  # model calls bring their own configuration
         return tuple(self._problems)
 
     @property
@@ -394,6 +426,17 @@ class DecisionBuilder:
             self._failed("observe_external", exc)
         return self
 
+    def attach_model_call(self, call: Any, assemble: ModelCallAssembler) -> bool:
+        """Attach one model call seen by a capture adapter (kept as given, e.g. an HTTP exchange);
+        ``assemble`` turns the attached calls into capture fields on the worker. False when the
+        decision is already finished (the caller records the call elsewhere). Never raises."""
+        with self._model_lock:
+            if self.finished:
+                return False
+            self._model_calls.append(call)
+            self._assemble = assemble
+            return True
+
     def flag_consequential(self, reason: str) -> Self:
         """Mark this decision consequential (full capture) before it is finished."""
         self._open()
@@ -426,6 +469,8 @@ class DecisionBuilder:
         on delivery problems (they go to the recorder's ``on_error`` and ``stats``).
         """
         self._open()
+        with self._model_lock:  # a model call arriving now goes elsewhere, never half-recorded
+            self.finished = True
         try:
             self._finish(
                 output=output,
@@ -498,11 +543,19 @@ class DecisionBuilder:
         self._captured_at = format_timestamp(self._now())
 
     def __enter__(self) -> Self:
+        self._scope = _CURRENT.set(self)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        scope, self._scope = self._scope, None
+        if scope is not None:
+            try:
+                _CURRENT.reset(scope)
+            except ValueError:  # left in another context than entered (a generator moved): clear ours
+                if _CURRENT.get() is self:
+                    _CURRENT.set(None)
         if self.finished:
             return
         if exc is None:
@@ -522,6 +575,22 @@ class DecisionBuilder:
         rendered = self._rendered
         final = self._final
         user_id, session_id = self._origin
+        capture = self._capture(config, rendered, final, user_id, session_id)
+        if self._model_calls and self._assemble is not None:
+            try:
+                self._assemble(capture, tuple(self._model_calls), self._problems)
+            except Exception as exc:  # the assembler's own last line of defence failed
+                self._failed("model calls", exc)
+        return capture
+
+    def _capture(
+        self,
+        config: AgentConfig,
+        rendered: dict[str, Any] | None,
+        final: dict[str, Any],
+        user_id: str | None,
+        session_id: str | None,
+    ) -> dict[str, Any]:
         return {
             "version": "replay/v1",
             "decisionId": self.decision_id,

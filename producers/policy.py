@@ -35,6 +35,8 @@ CONTENT_FIELDS: tuple[tuple[str, str | None, str], ...] = (
     ("executionTrace", None, "reasoningTokens"),
     ("executionTrace", "toolCalls", "input"),
     ("executionTrace", "toolCalls", "output"),
+    ("executionTrace", "modelCalls", "requestBody"),
+    ("executionTrace", "modelCalls", "responseBody"),
     ("executionTrace", None, "finalOutputText"),
     ("externalState", "observableExternals", "capturedValue"),
 )

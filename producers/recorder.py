@@ -541,7 +541,7 @@ class Recorder:
                 prepared = self._prepare_recorded(
                     item.to_capture,
                     owned=True,
-                    problems=item.problems,
+                    problems=lambda: item.problems,  # read after build: assembling model calls adds some
                     inherited=item.inherited_problems,
                     decision_id=decision_id,
                 )
@@ -563,7 +563,7 @@ class Recorder:
         build: Callable[[], dict[str, Any]],
         *,
         owned: bool,
-        problems: tuple[str, ...] | list[str],
+        problems: tuple[str, ...] | list[str] | Callable[[], tuple[str, ...]],
         inherited: tuple[str, ...],
         decision_id: str | None,
     ) -> Prepared:
@@ -577,6 +577,8 @@ class Recorder:
             capture = build()
         except Exception as exc:
             raise StageFailed("build", as_blackbox(exc)) from exc
+        if callable(problems):
+            problems = problems()
         if problems or inherited:
             check.annotate(capture, [*problems, *inherited])
         try:

@@ -245,9 +245,40 @@ def _capture_to_avro(capture: Mapping[str, Any]) -> dict[str, Any]:
     return datum
 
 
+def _reader_order(value: Any, schema: Any, named: dict[str, Any]) -> Any:
+    """``value`` with every record's keys in the reader schema's field order.
+
+    fastavro appends the fields an older writer lacked (their defaults) after the others; the JSON
+    form's order is the schema's, so a capture read from an older version is put back in order.
+    """
+    if isinstance(schema, str):
+        schema = named.get(schema, schema)
+    if isinstance(schema, list):
+        for branch in schema:
+            resolved = named.get(branch, branch) if isinstance(branch, str) else branch
+            kind = resolved.get("type") if isinstance(resolved, dict) else resolved
+            if (kind == "record" and type(value) is dict) or (kind == "array" and type(value) is list):
+                return _reader_order(value, resolved, named)
+        return value
+    if not isinstance(schema, dict):
+        return value
+    kind = schema.get("type")
+    if kind == "record" and type(value) is dict:
+        named[schema["name"]] = schema
+        return {
+            field["name"]: _reader_order(value[field["name"]], field["type"], named)
+            for field in schema["fields"]
+            if field["name"] in value
+        }
+    if kind == "array" and type(value) is list:
+        return [_reader_order(item, schema["items"], named) for item in value]
+    return value
+
+
 def _capture_from_avro(datum: dict[str, Any]) -> dict[str, Any]:
-    # The datum was just built by fastavro in the reader schema's field order, which is the
-    # JSON form's order; it is ours to patch in place.
+    # The datum was just built by fastavro in the reader schema's field order (put back in that
+    # order when an older writer lacked fields), which is the JSON form's order; it is ours to
+    # patch in place.
     request = datum["input"]
     request["requestPayload"] = _json_value(request["requestPayload"])
     config = datum["agentConfiguration"]
@@ -383,6 +414,8 @@ class Codec:
         if body.tell() != len(data):
             raise DecodeError(f"{len(data) - body.tell()} trailing bytes after the {writer.name} body")
         try:
+            if reader is not writer:
+                datum = _reader_order(datum, reader.parsed, {})
             value = _FROM_AVRO.get(writer.kind, _identity)(cast(dict[str, Any], datum))
         except Exception as exc:
             raise DecodeError(f"invalid {writer.name} content: {type(exc).__name__}: {exc}") from exc

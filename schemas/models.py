@@ -8,7 +8,7 @@ the producer's hot path (:mod:`schemas.codec` encodes plain dicts directly).
   refused (except in ``samplingParameters``, which keeps any other JSON-valued key).
 - Enumerated strings are checked where the article is explicit (``stopReason``,
   ``replayAccessScope``, ``retrievalMethod``, ``outcome.status``, ``captureLevel``, span
-  ``encoding``). The Avro schemas store them as plain strings, so widening a set later is a
+  ``encoding``) and for blackbox's own (``fidelity``, a model call's body encodings). The Avro schemas store them as plain strings, so widening a set later is a
   model change, not a wire change. ``tier``, ``sourceType`` and ``algorithm`` stay free-form.
 - JSON-valued content is kept as the very Python value given (key order, ``-0.0``, big ints).
 - ``to_json()`` returns the full JSON form (every field, ``null`` for absent), the same dict
@@ -50,9 +50,12 @@ __all__ = [
     "EventSignature",
     "ExecutionTrace",
     "ExternalState",
+    "Fidelity",
     "FlagEvent",
+    "HttpHeader",
     "Input",
     "MemoryState",
+    "ModelCall",
     "ObservableExternal",
     "Outcome",
     "Provenance",
@@ -129,6 +132,9 @@ Count = Annotated[int, Field(ge=0, le=_LONG_MAX)]
 Long = Annotated[int, Field(ge=-(2**63), le=_LONG_MAX)]
 
 CaptureLevel = Literal["full", "structured-only", "sampled"]
+Fidelity = Literal["wire", "sdk", "semantic"]
+"""How a capture was taken: exact bytes of every model call, by hand, or rebuilt from spans."""
+BodyEncoding = Literal["utf-8", "base64"]
 OutcomeStatus = Literal["success", "failure", "unknown"]
 RetrievalMethod = Literal["semantic", "bm25", "tag_filter", "other"]
 StopReason = Literal["end_turn", "max_tokens", "tool_call", "error"]
@@ -279,11 +285,44 @@ class ToolCall(_Model):
     error_ref: Text | None = None
 
 
+class HttpHeader(_Model):
+    name: Id
+    value: Text
+
+
+class ModelCall(_Model):
+    """One logical model call of a wire capture (capture/v2): exact request and response bodies."""
+
+    sequence: Count
+    format: Id
+    method: Id
+    endpoint: Text | None = None
+    path: Text
+    query: Text | None = None
+    request_headers: list[HttpHeader]
+    request_body: Text | None = None
+    request_body_encoding: BodyEncoding
+    request_body_hash: Hash | None = None
+    status: Count | None = None
+    response_body: Text | None = None
+    response_body_encoding: BodyEncoding
+    response_body_hash: Hash | None = None
+    response_content_encoding: Text | None = None
+    streamed: bool
+    complete: bool
+    attempts: Count
+    error: Text | None = None
+    started_at: Text | None = None
+    latency_ms: Count | None = None
+    spans: list[ContextSpan]
+
+
 class ExecutionTrace(_Model):
     reasoning_tokens: list[Text] | None = None
     reasoning_tokens_hash: Hash | None = None
     reasoning_token_count: Count | None = None
     tool_calls: list[ToolCall]
+    model_calls: list[ModelCall] = Field(default_factory=list)
     final_output_text: Text | None = None
     final_output_hash: Hash | None = None
     stop_reason: StopReason | None = None
@@ -339,6 +378,7 @@ class Capture(_JsonForm):
     runtime_id: Text | None = None
     captured_at: Timestamp
     capture_level: CaptureLevel
+    fidelity: Fidelity = "sdk"
     consequential: Consequential
     outcome: Outcome
     input: Input

@@ -71,6 +71,11 @@ def test_the_base_dependencies_are_the_sdk_and_the_server_extra_has_the_rest() -
         "prometheus-client",
     } <= server
     assert project["scripts"]["blackbox"] == "consumers.entry:main"
+    # One extra per capture adapter, pinned like the dev extra the adapter tests run with.
+    assert extras["openai"] == ["openai==3.51.0", "httpx2==2.16.2"]
+    assert extras["anthropic"] == ["anthropic==2.10.0", "httpx2==2.16.2"]
+    dev = set(extras["dev"])
+    assert set(extras["openai"]) <= dev and set(extras["anthropic"]) <= dev
 
 
 def test_the_readme_installs_the_server_extra_before_the_demo_and_tests_install_server_and_dev() -> None:
@@ -188,15 +193,24 @@ def test_the_base_install_has_no_server_package_and_every_sdk_module_imports(bas
         import producers, schemas
         absent = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]
         sdk = [m.name for p in (schemas, producers) for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")]
+        extra_named = {}
         for name in sdk:
-            importlib.import_module(name)  # a module-level import of a server package fails here
-        print(json.dumps({"absent": absent, "sdk": sdk, "from": producers.__file__}))
+            try:
+                importlib.import_module(name)  # a module-level import of a server package fails here
+            except ImportError as exc:
+                if not name.startswith("producers.integrations."):
+                    raise
+                extra_named[name] = str(exc)  # a capture adapter without its extra: must say which
+        print(json.dumps({"absent": absent, "sdk": sdk, "from": producers.__file__, "extras": extra_named}))
         """,
         *SERVER_ONLY,
     )
     report = json.loads(out)
     assert report["absent"] == list(SERVER_ONLY), "the base install pulled server packages"
     assert "site-packages" in report["from"]
+    # capture adapters need their extra; without it, importing one names the extra to install
+    assert {"producers.integrations.openai", "producers.integrations.anthropic"} <= set(report["extras"])
+    assert all("agent-blackbox[" in message for message in report["extras"].values()), report["extras"]
     # both sides of every transport are SDK modules: the ingest sources import no server package
     assert {
         "producers.recorder",

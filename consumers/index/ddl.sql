@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS decisions
     origin_user_id         String,
     origin_session_id      String,
     capture_level          LowCardinality(String),   -- full | structured-only | sampled
+    fidelity               LowCardinality(String) DEFAULT 'sdk',   -- wire | sdk | semantic (capture/v2)
     content_state          LowCardinality(String),   -- full | structured-only | metadata-only
     trust                  LowCardinality(String),   -- verified | quarantined
     quarantine_reason      String,
@@ -219,6 +220,9 @@ ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(at)
 ORDER BY (segment_key, decision_id, action)
 SETTINGS non_replicated_deduplication_window = 1000;
+
+-- Columns added after the first release (an index created before them gains them here, same position).
+ALTER TABLE decisions ADD COLUMN IF NOT EXISTS fidelity LowCardinality(String) DEFAULT 'sdk' AFTER capture_level;
 
 -- The latest version of every decision, with failure = own outcome OR any failure flag (whenever it came).
 CREATE VIEW IF NOT EXISTS decisions_current AS

@@ -44,6 +44,7 @@ DECISION_COLUMNS = (
     "origin_user_id",
     "origin_session_id",
     "capture_level",
+    "fidelity",
     "content_state",
     "trust",
     "quarantine_reason",
@@ -344,6 +345,7 @@ def decision_rows(
         "origin_user_id": _s(inp.get("originUserId")),
         "origin_session_id": _s(inp.get("originSessionId")),
         "capture_level": level,
+        "fidelity": _s(capture.get("fidelity")) or "sdk",  # a v1 capture is recorded by hand
         "content_state": content_state or _content_state(capture, level),
         "trust": trust,
         "quarantine_reason": quarantine_reason,

@@ -12,8 +12,8 @@ Counting rules, shared by all trends:
 * ``tool_errors`` excludes the calls of untrusted decisions with ``NOT IN`` over the (small) set of
   untrusted ids rather than ``IN`` over every trusted id (measured: 75 ms vs 255 ms at 1M decisions /
   2M calls). This relies on the ingest invariant that child rows are only written together with their
-  decision row (``Index.insert_captures`` writes children first, the decision last, and a redelivery
-  completes an interrupted batch);
+  decision row (:func:`consumers.ingest.store.insert_captures` writes children first, the decision
+  last, and a redelivery completes an interrupted batch);
 * a decision **failed** if its own outcome says failure OR any failure flag names it, whenever that
   flag arrived (``failed_any`` in the view: a join at query time rather than a column rewritten when
   flags come, so arrival order never matters and nothing needs read-modify-write);
@@ -45,6 +45,7 @@ DIMENSIONS: Mapping[str, str] = {
     "model_id": "model_id",
     "model_version": "model_version",
     "capture_level": "capture_level",
+    "fidelity": "fidelity",
     "content_state": "content_state",
     "retention_class": "retention_class",
     "stop_reason": "stop_reason",

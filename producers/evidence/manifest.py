@@ -11,7 +11,12 @@ Definition (DESIGN decision 1), precisely:
    *Absent and null mean the same thing in the contract*, and the Avro round trip turns absent
    optional fields into ``null`` (``schemas.codec`` decodes the full form); without this rule a
    capture sealed before encoding would not verify after decoding.
-5. Serialize with RFC 8785. Numbers are doubles there, so ``1`` and ``1.0`` (Avro ``double``
+5. Omit the members capture/v2 added when they hold their default: a top-level ``fidelity`` of
+   ``"sdk"`` and an empty ``executionTrace.modelCalls`` (:data:`V2_DEFAULTS`). A v1 capture decodes
+   into v2 with exactly those defaults, so its manifest — and every signature made before v2 —
+   stays byte-identical; any other value is signed, and since a default and its absence mean the
+   same thing, the manifest still determines the capture's fidelity and model calls.
+6. Serialize with RFC 8785. Numbers are doubles there, so ``1`` and ``1.0`` (Avro ``double``
    fields come back as floats) give the same bytes.
 
 Everything else — unknown keys, sections that are not objects, the spans of the rendered
@@ -37,20 +42,39 @@ from producers.evidence.parts import SECTION_CONTENT
 
 MANIFEST_PAYLOAD_TYPE = "application/vnd.blackbox.manifest+json;version=replay/v1"
 
+V2_DEFAULTS: dict[str | tuple[str, str], Any] = {"fidelity": "sdk", ("executionTrace", "modelCalls"): []}
+"""Members added by capture/v2 that leave the manifest while they hold these (v1-equivalent) values:
+top-level keys by name, section members by ``(section, key)``."""
+_TOP_DEFAULTS = {key: value for key, value in V2_DEFAULTS.items() if isinstance(key, str)}
+_SECTION_DEFAULTS: dict[str, dict[str, Any]] = {}
+for _key, _value in V2_DEFAULTS.items():
+    if isinstance(_key, tuple):
+        _SECTION_DEFAULTS.setdefault(_key[0], {})[_key[1]] = _value
+
+
+def _is_default(defaults: Mapping[str, Any], key: Any, value: Any) -> bool:
+    # type() first: 0 == False and 1.0 == 1 must not pass for a default.
+    return key in defaults and type(value) is type(defaults[key]) and value == defaults[key]
+
 
 def manifest_view(capture: Mapping[str, Any]) -> dict[str, Any]:
-    """Steps 1-3 without copying what is unchanged: the result SHARES nested values with ``capture``.
+    """Steps 1-3 and 5 without copying what is unchanged: the result SHARES nested values with ``capture``.
 
     For internal use on the hot path (seal, verify); never mutate the result.
     """
-    view = dict(capture)
+    view = {key: value for key, value in capture.items() if not _is_default(_TOP_DEFAULTS, key, value)}
     for section_name, (top_keys, list_keys) in SECTION_CONTENT.items():
         section = capture.get(section_name)
         if not isinstance(section, dict):
             continue
-        stripped = {key: value for key, value in section.items() if key not in top_keys}
+        defaults = _SECTION_DEFAULTS.get(section_name, {})
+        stripped = {
+            key: value
+            for key, value in section.items()
+            if key not in top_keys and not _is_default(defaults, key, value)
+        }
         for list_key, record_keys in list_keys.items():
-            records = section.get(list_key)
+            records = stripped.get(list_key)  # not section's: a default left the view above
             if isinstance(records, list):
                 stripped[list_key] = [
                     {key: value for key, value in record.items() if key not in record_keys}
@@ -84,12 +108,16 @@ def normalized_manifest(capture: Mapping[str, Any]) -> dict[str, Any] | None:
             if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
                 return None
             kind = type(value)
+            if key in _TOP_DEFAULTS and _is_default(_TOP_DEFAULTS, key, value):
+                continue
             if kind is str or kind is bool:
                 out[key] = value
             elif value is None:
                 continue
             elif key in SECTION_CONTENT and isinstance(value, dict):
-                out[key] = _normalized_section(value, *SECTION_CONTENT[key])
+                out[key] = _normalized_section(
+                    value, *SECTION_CONTENT[key], _SECTION_DEFAULTS.get(key, _NO_DEFAULTS)
+                )
             elif key == "signature" and isinstance(value, dict):
                 out[key] = normalize_stripped(value, _SIGNATURE_BYTES, True)
             else:
@@ -100,15 +128,19 @@ def normalized_manifest(capture: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 _SIGNATURE_BYTES = frozenset({"signatureBytes"})
+_NO_DEFAULTS: dict[str, Any] = {}
 
 
 def _normalized_section(
-    section: dict[Any, Any], top_keys: frozenset[str], list_keys: dict[str, frozenset[str]]
+    section: dict[Any, Any],
+    top_keys: frozenset[str],
+    list_keys: dict[str, frozenset[str]],
+    defaults: Mapping[str, Any],
 ) -> dict[Any, Any]:
     """``normalize`` of the section as :func:`manifest_view` strips it (a fresh dict)."""
     out: dict[Any, Any] = {}
     for key, item in section.items():
-        if key in top_keys:
+        if key in top_keys or (key in defaults and _is_default(defaults, key, item)):
             continue
         if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
             raise _SlowPath

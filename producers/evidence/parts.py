@@ -18,6 +18,8 @@ content field                                                      kind   hash f
 ``executionTrace.reasoningTokens`` (list of str)                   JSON   ``reasoningTokensHash``
 ``executionTrace.toolCalls[i].input``                              JSON   ``inputHash``
 ``executionTrace.toolCalls[i].output``                             JSON   ``outputHash``
+``executionTrace.modelCalls[i].requestBody`` (capture/v2)         text   ``requestBodyHash``
+``executionTrace.modelCalls[i].responseBody`` (capture/v2)        text   ``responseBodyHash``
 ``executionTrace.finalOutputText``                                 text   ``finalOutputHash``
 ``externalState.observableExternals[i].capturedValue``             JSON   ``capturedValueHash``
 =================================================================  =====  ======================
@@ -27,6 +29,7 @@ whose value is JSON ``null`` is indistinguishable from absent, as in the codec).
 index (``executionTrace.toolCalls[1].output``); human-facing labels add what an operator searches
 for: ``memoryState.workingSetEntries[1](mem_02).renderedContent``,
 ``executionTrace.toolCalls[1](seq 2 issue_refund).output``,
+``executionTrace.modelCalls[0](call 1 openai.chat.completions).requestBody``,
 ``externalState.observableExternals[0](customer.balance).capturedValue``.
 """
 
@@ -64,6 +67,8 @@ PART_FIELDS: tuple[PartField, ...] = (
     PartField("executionTrace", "reasoningTokens", "reasoningTokensHash", "json"),
     PartField("executionTrace", "input", "inputHash", "json", "toolCalls"),
     PartField("executionTrace", "output", "outputHash", "json", "toolCalls"),
+    PartField("executionTrace", "requestBody", "requestBodyHash", "text", "modelCalls"),
+    PartField("executionTrace", "responseBody", "responseBodyHash", "text", "modelCalls"),
     PartField("executionTrace", "finalOutputText", "finalOutputHash", "text"),
     PartField("externalState", "capturedValue", "capturedValueHash", "json", "observableExternals"),
 )
@@ -165,6 +170,8 @@ def record_tag(list_key: str, record: Mapping[str, Any]) -> str:
         return str(record.get("entryId"))
     if list_key == "toolCalls":
         return f"seq {record.get('sequence')} {record.get('toolName')}"
+    if list_key == "modelCalls":
+        return f"call {record.get('sequence')} {record.get('format')}"
     return str(record.get("key"))
 
 

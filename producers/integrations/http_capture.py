@@ -46,7 +46,13 @@ from functools import cached_property
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import httpx2
+try:
+    import httpx2
+except ImportError as exc:  # the SDK extras bring it
+    raise ImportError(
+        "blackbox's HTTP capture needs httpx2: pip install 'agent-blackbox[openai]' "
+        "or 'agent-blackbox[anthropic]'"
+    ) from exc
 
 from producers.clock import Clock, system_clock
 

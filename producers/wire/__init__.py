@@ -7,4 +7,9 @@ the SDK's own dependencies: the client that sends these bodies lives with replay
 
 - :mod:`producers.wire.openai_chat` — OpenAI Chat Completions (also spoken by vLLM, llama.cpp,
   Ollama and most hosted APIs).
+- :mod:`producers.wire.openai_responses` — OpenAI Responses.
+- :mod:`producers.wire.anthropic_messages` — Anthropic Messages.
+- :mod:`producers.wire.calls` — the provider-neutral view of one captured call (request, response,
+  tool uses and results) the three format modules read into; :mod:`producers.wire.sse` reads a
+  recorded server-sent-event stream.
 """

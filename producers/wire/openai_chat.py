@@ -9,6 +9,9 @@ the bytes the capture hashed. Later turns of a tool-calling loop append messages
 
 Tool-call ``arguments`` stay exactly as the API returned them: a JSON string stays that string,
 whatever its spacing or key order, because its hash is taken over those bytes.
+
+:func:`parse_request` and :func:`parse_response` read a captured call (a request body; a completion
+or its ``data:`` chunk stream) for the capture adapters.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from producers.context import CHAT_MESSAGES_FORMAT, RenderedContext
+from producers.wire.calls import ToolResult, ToolUse, WireRequest, WireResponse, json_object
+from producers.wire.sse import parse_events
 from schemas.errors import CaptureNotReplayable, ContractError, ModelClientError
 
 PATH = "/chat/completions"
@@ -216,3 +221,123 @@ class ChatResponse:
     @property
     def stop_reason(self) -> str:
         return stop_reason_for(self.finish_reason)
+
+
+# --- reading a captured call (the capture adapters) ------------------------------------------------
+
+FORMAT = "openai.chat.completions"
+"""The ``format`` of a captured Chat Completions call (``executionTrace.modelCalls[].format``)."""
+
+SAMPLING_KEYS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "n",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "response_format",
+        "tool_choice",
+        "parallel_tool_calls",
+        "reasoning_effort",
+        "verbosity",
+        "service_tier",
+        "prediction",
+        "modalities",
+    }
+)
+"""Body keys that shape generation, recorded as the capture's sampling parameters."""
+
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def _text_content(content: Any) -> str | None:
+    """A message's content when it is one text: a string, or a list holding one text part."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and len(content) == 1:
+        part = content[0]
+        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            return str(part["text"])
+    return None
+
+
+def parse_request(body: Mapping[str, Any]) -> WireRequest:
+    """A request body: the system prompt is ``messages[0]`` when its role is system or developer;
+    tool results are the role-``"tool"`` messages (``content`` as the agent sent it)."""
+    messages = body.get("messages")
+    messages = messages if isinstance(messages, list) else []
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    system = _text_content(first.get("content")) if first.get("role") in _SYSTEM_ROLES else None
+    results = tuple(
+        ToolResult(id=message.get("tool_call_id"), output=message.get("content"))
+        for message in messages
+        if isinstance(message, dict) and message.get("role") == "tool"
+    )
+    model = body.get("model")
+    return WireRequest(
+        model=model if isinstance(model, str) else None,
+        system_prompt=system,
+        tools=body.get("tools"),
+        sampling={key: value for key, value in body.items() if key in SAMPLING_KEYS},
+        tool_results=results,
+    )
+
+
+def parse_response(body: str, *, streamed: bool) -> WireResponse:
+    """A completion (JSON) or its stream (``data:`` chunks ending with ``data: [DONE]``)."""
+    if not streamed:
+        response = ChatResponse.from_completion(json_object(body, "a chat completion"))
+        content = response.message.get("content")
+        return WireResponse(
+            model=response.model,
+            text=content if isinstance(content, str) else None,
+            tool_calls=tuple(ToolUse(c.id, c.name, c.arguments) for c in response.tool_calls),
+            stop_reason=_capture_stop(response.finish_reason),
+        )
+    model: str | None = None
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    done = False
+    for event in parse_events(body):
+        if event.data.strip() == "[DONE]":
+            done = True
+            continue
+        chunk = json_object(event.data, "a chat completion chunk")
+        model = chunk.get("model") or model
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            finish = choice.get("finish_reason") or finish
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                text.append(delta["content"])
+            for piece in delta.get("tool_calls") or ():
+                call = calls.setdefault(piece.get("index", 0), {"id": None, "name": None, "arguments": None})
+                call["id"] = piece.get("id") or call["id"]
+                function = piece.get("function") or {}
+                call["name"] = function.get("name") or call["name"]
+                if isinstance(function.get("arguments"), str):
+                    call["arguments"] = (call["arguments"] or "") + function["arguments"]
+    return WireResponse(
+        model=model,
+        text="".join(text) if text else None,
+        tool_calls=tuple(ToolUse(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())),
+        stop_reason=None if finish is None else _capture_stop(finish),  # a cut stream said nothing
+        complete=done or finish is not None,
+    )
+
+
+_CAPTURE_STOPS = frozenset({"end_turn", "max_tokens", "tool_call", "error"})
+
+
+def _capture_stop(finish_reason: str | None) -> str | None:
+    stop = stop_reason_for(finish_reason)
+    return stop if stop in _CAPTURE_STOPS else None

@@ -17,9 +17,56 @@ AWKWARD_TEXT = f"line one\r\nline two\r\n  trailing spaces   \n\ttab\n{EVERY_PLA
 
 
 def example() -> dict[str, Any]:
-    """A fresh copy of schemas/examples/capture.unsealed.json."""
+    """A fresh copy of schemas/examples/capture.unsealed.json, in the latest (v2) full form."""
     with EXAMPLE_PATH.open(encoding="utf-8") as handle:
-        return json.load(handle)
+        return with_v2_defaults(json.load(handle))
+
+
+def with_v2_defaults(capture: dict[str, Any]) -> dict[str, Any]:
+    """A v1-shaped capture with the members capture/v2 adds, at their defaults and in schema order
+    (what decoding it yields): ``fidelity`` after ``captureLevel``, ``modelCalls`` after ``toolCalls``."""
+
+    def insert_after(record: dict[str, Any], anchor: str, key: str, value: Any) -> dict[str, Any]:
+        if key in record:
+            return record
+        out: dict[str, Any] = {}
+        for name, item in record.items():
+            out[name] = item
+            if name == anchor:
+                out[key] = value
+        return out
+
+    capture = insert_after(capture, "captureLevel", "fidelity", "sdk")
+    capture["executionTrace"] = insert_after(capture["executionTrace"], "toolCalls", "modelCalls", [])
+    return capture
+
+
+def model_call(*, sequence: int = 1, request: str = "{}", response: str | None = "{}") -> dict[str, Any]:
+    """One executionTrace.modelCalls record in full form (capture/v2)."""
+    return {
+        "sequence": sequence,
+        "format": "openai.chat.completions",
+        "method": "POST",
+        "endpoint": "https://api.example.test",
+        "path": "/v1/chat/completions",
+        "query": None,
+        "requestHeaders": [{"name": "content-type", "value": "application/json"}],
+        "requestBody": request,
+        "requestBodyEncoding": "utf-8",
+        "requestBodyHash": None,
+        "status": 200,
+        "responseBody": response,
+        "responseBodyEncoding": "utf-8",
+        "responseBodyHash": None,
+        "responseContentEncoding": None,
+        "streamed": False,
+        "complete": True,
+        "attempts": 1,
+        "error": None,
+        "startedAt": "2026-07-23T13:00:00.100Z",
+        "latencyMs": 12,
+        "spans": [{"part": "system_prompt", "start": 1, "end": 2, "encoding": "json-string"}],
+    }
 
 
 def dumps_ordered(value: Any) -> str:
@@ -128,6 +175,13 @@ def hard_capture() -> dict[str, Any]:
     calls[1]["errorRef"] = "err_timeout"
     capture["externalState"]["observableExternals"][0]["capturedValue"] = {"z": 0.1, "a": 1e-300}
     capture["executionTrace"]["finalOutputText"] = AWKWARD_TEXT
+    capture["fidelity"] = "wire"
+    capture["executionTrace"]["modelCalls"] = [
+        model_call(
+            request=json.dumps({"messages": [AWKWARD_TEXT]}, ensure_ascii=False), response=EVERY_PLANE
+        ),
+        dict(model_call(sequence=2, response=None), streamed=True, complete=False, attempts=3, status=None),
+    ]
     return capture
 
 

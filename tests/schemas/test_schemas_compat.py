@@ -117,6 +117,27 @@ def incompatible_v2() -> dict[str, Any]:
     return schema
 
 
+LATEST = codec.LATEST_SCHEMAS["capture"]
+NEXT = LATEST.version + 1
+
+
+def compatible_next() -> dict[str, Any]:
+    """A plausible next version after the latest, changed as :func:`compatible_v2` changes v1."""
+    schema = copy.deepcopy(LATEST.raw)
+    schema["namespace"] = f"blackbox.capture.v{NEXT}"
+    schema["fields"].append({"name": "tenantId", "type": ["null", "string"], "default": None})
+    _tool_call_record(schema)["fields"].append({"name": "retries", "type": "long", "default": 0})
+    _field(_field(schema, "executionTrace")["type"], "totalLatencyMs")["type"] = ["null", "double"]
+    return schema
+
+
+def incompatible_next() -> dict[str, Any]:
+    schema = copy.deepcopy(LATEST.raw)
+    schema["namespace"] = f"blackbox.capture.v{NEXT}"
+    _tool_call_record(schema)["fields"].append({"name": "retries", "type": "long"})
+    return schema
+
+
 def _sample_body() -> bytes:
     return (GOLDEN_DIR / "capture_v1.bin").read_bytes()[10:]
 
@@ -171,20 +192,22 @@ def test_checker_enum_rules() -> None:
 # --- a whole future schemas/ tree: discovery, resolution through the codec ---------------------------------
 
 
-def _tree(tmp_path: Path, v2: dict[str, Any] | None) -> Path:
+def _tree(tmp_path: Path, future: dict[str, Any] | None) -> Path:
     root = tmp_path / "schemas"
     shutil.copytree(SCHEMA_ROOT / "capture", root / "capture", ignore=shutil.ignore_patterns("*.py*"))
     shutil.copytree(SCHEMA_ROOT / "events", root / "events")
-    if v2 is not None:
-        (root / "capture" / "v2.avsc").write_text(json.dumps(v2), encoding="utf-8")
+    if future is not None:
+        (root / "capture" / f"v{NEXT}.avsc").write_text(json.dumps(future), encoding="utf-8")
     return root
 
 
-def test_a_v2_tree_reads_v1_goldens_into_v2_and_writes_v2(tmp_path: Path) -> None:
-    schemas = discover(_tree(tmp_path, compatible_v2()))
+def test_a_future_tree_reads_every_golden_into_the_next_version_and_writes_it(tmp_path: Path) -> None:
+    schemas = discover(_tree(tmp_path, compatible_next()))
     future = Codec(schemas)
-    assert future.latest["capture"].name == "capture/v2"
-    assert backward_transitive_problems(schemas, "capture") == {"capture/v1": []}
+    assert future.latest["capture"].name == f"capture/v{NEXT}"
+    assert backward_transitive_problems(schemas, "capture") == {
+        f"capture/v{version}": [] for version in range(1, NEXT)
+    }
 
     old = future.decode((GOLDEN_DIR / "capture_v1.bin").read_bytes())
     assert old.schema == "capture/v1"  # the writer's version, read into v2
@@ -198,18 +221,19 @@ def test_a_v2_tree_reads_v1_goldens_into_v2_and_writes_v2(tmp_path: Path) -> Non
     for call in new["executionTrace"]["toolCalls"]:
         call["retries"] = 2
     data = future.encode("capture", new)
-    assert data[2:10] == schemas["capture/v2"].fingerprint
+    assert data[2:10] == schemas[f"capture/v{NEXT}"].fingerprint
     assert future.decode(data).value["tenantId"] == "t1"
-    # Today's codec has never heard of v2: refused by fingerprint, never misread.
-    with pytest.raises(UnknownFingerprint, match=schemas["capture/v2"].fingerprint.hex()):
+    # Today's codec has never heard of the next version: refused by fingerprint, never misread.
+    with pytest.raises(UnknownFingerprint, match=schemas[f"capture/v{NEXT}"].fingerprint.hex()):
         codec.decode(data)
     assert data[:2] == MAGIC
 
 
-def test_an_incompatible_v2_tree_is_reported(tmp_path: Path) -> None:
-    schemas = discover(_tree(tmp_path, incompatible_v2()))
+def test_an_incompatible_future_tree_is_reported(tmp_path: Path) -> None:
+    schemas = discover(_tree(tmp_path, incompatible_next()))
     problems = backward_transitive_problems(schemas, "capture")
     assert problems["capture/v1"] and "retries" in problems["capture/v1"][0]
+    assert problems[LATEST.name] and "retries" in problems[LATEST.name][0]
 
 
 def test_discovery_refuses_bad_names_and_duplicate_fingerprints(tmp_path: Path) -> None:

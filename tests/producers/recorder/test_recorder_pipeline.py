@@ -90,7 +90,7 @@ def test_decision_roundtrip_full_capture(rec: Recorder, spool: Path, trust: Trus
     d = record(rec, content, consequential=True)
     assert rec.flush(5)
     [message] = emitted(spool)
-    assert message.kind == "capture" and message.schema == "capture/v1"
+    assert message.kind == "capture" and message.schema == "capture/v2"
     capture = message.value
     report = verify_capture(capture, trust)
     assert report.absent_parts == ()

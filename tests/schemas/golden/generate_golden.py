@@ -41,6 +41,8 @@ def _sealed_looking(capture: dict[str, Any]) -> dict[str, Any]:
         call["inputHash"] = call["outputHash"] = digest
     for external in capture["externalState"]["observableExternals"]:
         external["capturedValueHash"] = digest
+    for call in trace.get("modelCalls", ()):  # capture/v2
+        call["requestBodyHash"] = call["responseBodyHash"] = digest
     capture["signature"] = {
         "algorithm": "ed25519",
         "publicKeyRef": "did:armalo:agent:agt_support_1#sha256:" + "ab" * 32,
