@@ -138,6 +138,7 @@ class DecisionBuilder:
         config: Any,
         replay_policy: Any,
         snapshot: bool,
+        fidelity: Any = "sdk",
     ) -> None:
         self._recorder = recorder
         self._copies = snapshot
@@ -168,6 +169,10 @@ class DecisionBuilder:
             )
             replay_policy = recorder.replay_policy
         self._replay_policy: ReplayPolicy = replay_policy
+        if fidelity not in ("sdk", "semantic"):
+            problems.append(f"fidelity {fidelity!r} is not 'sdk' or 'semantic'; 'sdk' was used")
+            fidelity = "sdk"
+        self._fidelity: str = fidelity
         self._memory: list[dict[str, Any]] = []
         self._rendered: dict[str, Any] | None = None
         self._tool_calls: list[dict[str, Any]] = []
@@ -598,6 +603,9 @@ class DecisionBuilder:
             "runtimeId": self._recorder.runtime_id,
             "capturedAt": self._captured_at,
             "captureLevel": None,
+            # "sdk" is the schema's default and stays implicit; an adapter that rebuilds a decision
+            # from spans or callbacks says "semantic" (a wire adapter sets "wire" when it assembles)
+            **({"fidelity": self._fidelity} if self._fidelity != "sdk" else {}),
             "consequential": {"flagged": self.consequential, "reason": self.consequential_reason},
             "outcome": {"status": self._outcome[0], "reason": self._outcome[1]},
             "input": {

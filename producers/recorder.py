@@ -260,8 +260,12 @@ class Recorder:
         decision_id: str | None = None,
         config: AgentConfig | None = None,
         replay_policy: ReplayPolicy | None = None,
+        fidelity: Literal["sdk", "semantic"] = "sdk",
     ) -> DecisionBuilder:
-        """Start recording one decision; use as ``with rec.decision(...) as d:``."""
+        """Start recording one decision; use as ``with rec.decision(...) as d:``.
+
+        ``fidelity``: ``"sdk"`` when the agent records by hand; ``"semantic"`` when an adapter rebuilds
+        the decision from spans or callbacks (``"wire"`` is set by the HTTP adapters themselves)."""
         return DecisionBuilder(
             self,
             decision_id=decision_id,
@@ -273,6 +277,7 @@ class Recorder:
             config=config,
             replay_policy=replay_policy or self.replay_policy,
             snapshot=self._copies,
+            fidelity=fidelity,
         )
 
     def record(self, capture: dict[str, Any]) -> bool:

@@ -36,7 +36,7 @@ from producers.transports import DeliveryCallback, DeliveryFailed
 from producers.transports.spool.files import read_spool
 from producers.transports.spool.sender import SpoolTransport
 from schemas.codec import Decoded, decode
-from schemas.errors import ContractError, QueueFull, TransportError
+from schemas.errors import ContractError, QueueFull, SignatureInvalid, TransportError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "schemas" / "examples" / "capture.unsealed.json"
 
@@ -559,3 +559,23 @@ for _ in range(3):
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     assert [m.value["agentId"] for m in emitted(tmp_path)] == ["agt_exit"] * 3
+
+
+def test_a_decision_states_its_fidelity_and_the_signature_covers_it(
+    rec: Recorder, spool: Path, failures: list[CaptureFailure], trust: TrustStore
+) -> None:
+    with rec.decision(request={"q": 1}, consequential=True, fidelity="semantic") as d:
+        d.finish(output="rebuilt from spans")
+    with rec.decision(request={"q": 2}, consequential=True) as d:
+        d.finish(output="by hand")
+    with rec.decision(request={"q": 3}, consequential=True, fidelity="wire-ish") as d:  # type: ignore[arg-type]
+        d.finish(output="bad value")
+    assert rec.flush(5)
+    semantic, by_hand, bad = (m.value for m in emitted(spool))
+    assert [semantic["fidelity"], by_hand["fidelity"], bad["fidelity"]] == ["semantic", "sdk", "sdk"]
+    for capture in (semantic, by_hand, bad):
+        verify_capture(capture, trust)
+    assert len(failures) == 1 and "fidelity 'wire-ish'" in str(failures[0].error)
+    forged = {**semantic, "fidelity": "wire"}
+    with pytest.raises(SignatureInvalid):
+        verify_capture(forged, trust)
