@@ -340,6 +340,16 @@ class DecisionBuilder:
         self._rendered = {"format": rendered.format, "text": rendered.text, "spans": rendered.spans}
         return rendered
 
+    def set_request(self, payload: Any) -> Self:
+        """The inbound request (``input.requestPayload``), for an adapter that only knows it once
+        the decision has started (a callback handler that sees the run unfold)."""
+        self._open()
+        try:
+            self._request = self._json(payload, "input.requestPayload")
+        except Exception as exc:
+            self._failed("set_request", exc)
+        return self
+
     def set_rendered_context(
         self,
         text: str,
@@ -467,8 +477,12 @@ class DecisionBuilder:
         outcome_reason: str | None = None,
         total_latency_ms: int | None = None,
         total_context_tokens: int | None = None,
+        captured_at: datetime | None = None,
     ) -> str:
         """Record the end of the decision and queue the capture; returns the decision id.
+
+        ``captured_at`` (default: now) lets an adapter that rebuilds a decision from spans date it by
+        the spans, so the same spans always give the same capture (idempotent at ingest).
 
         Never blocks beyond the recorder's queue policy and never raises for what it is given or
         on delivery problems (they go to the recorder's ``on_error`` and ``stats``).
@@ -489,6 +503,13 @@ class DecisionBuilder:
             )
         except Exception as exc:
             self._failed("finish", exc)
+        if _aware(captured_at):
+            try:
+                self._captured_at = format_timestamp(captured_at)  # type: ignore[arg-type]
+            except Exception as exc:
+                self._failed("finish", exc)
+        elif captured_at is not None:
+            self._problems.append(f"a timezone-aware datetime expected, got {captured_at!r}, at capturedAt")
         if not self._captured_at:
             self._captured_at = format_timestamp(self._now())
         self.finished = True

@@ -41,6 +41,7 @@ SERVER_ONLY = (
     "clickhouse_connect",
     "httpx",
     "zstandard",
+    "cel",
 )
 SEED = bytes(range(32))
 PIP = ("-m", "pip", "--disable-pip-version-check", "--no-input")
@@ -69,13 +70,23 @@ def test_the_base_dependencies_are_the_sdk_and_the_server_extra_has_the_rest() -
         "rich",
         "httpx",
         "prometheus-client",
+        "common-expression-language",
     } <= server
     assert project["scripts"]["blackbox"] == "consumers.entry:main"
     # One extra per capture adapter, pinned like the dev extra the adapter tests run with.
     assert extras["openai"] == ["openai==3.51.0", "httpx2==2.16.2"]
     assert extras["anthropic"] == ["anthropic==2.10.0", "httpx2==2.16.2"]
+    assert extras["otel"] == ["opentelemetry-sdk==1.45.2", "opentelemetry-proto==1.45.2"]
     dev = set(extras["dev"])
-    assert set(extras["openai"]) <= dev and set(extras["anthropic"]) <= dev
+    assert set(extras["openai"]) <= dev and set(extras["anthropic"]) <= dev and set(extras["otel"]) <= dev
+    assert {
+        "opentelemetry-exporter-otlp-proto-http==1.45.2",
+        "opentelemetry-instrumentation-genai-openai==1.3b0",
+        "opentelemetry-util-genai==1.3b0",
+    } <= dev
+    assert extras["langchain"] == ["langchain-core==1.8.3"]
+    assert set(extras["langchain"]) <= dev
+    assert {"langgraph==1.2.24", "langchain-openai==1.7.4"} <= dev
 
 
 def test_the_readme_installs_the_server_extra_before_the_demo_and_tests_install_server_and_dev() -> None:
@@ -210,6 +221,7 @@ def test_the_base_install_has_no_server_package_and_every_sdk_module_imports(bas
     assert "site-packages" in report["from"]
     # capture adapters need their extra; without it, importing one names the extra to install
     assert {"producers.integrations.openai", "producers.integrations.anthropic"} <= set(report["extras"])
+    assert "producers.integrations.langchain" in report["extras"]
     assert all("agent-blackbox[" in message for message in report["extras"].values()), report["extras"]
     # both sides of every transport are SDK modules: the ingest sources import no server package
     assert {

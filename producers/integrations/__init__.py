@@ -11,4 +11,11 @@ code or its traffic. The provider wire formats they read live in :mod:`producers
 - :mod:`producers.integrations.recording` — routes each call to the current decision, or to a
   decision of its own; :mod:`producers.integrations.assemble` turns the calls into capture fields
   on the recorder's worker.
+- :mod:`producers.integrations.otel` — ``BlackboxSpanExporter(recorder)``: OpenTelemetry GenAI
+  spans (``gen_ai.*`` and OpenInference ``llm.*``) into semantic-fidelity captures (extra
+  ``agent-blackbox[otel]``), on :mod:`producers.integrations.genai_spans`, the pure span → decision
+  mapping the OTLP receiver (``blackbox otlp``) shares.
+- :mod:`producers.integrations.langchain` — ``BlackboxCallbackHandler(recorder)``: one semantic
+  decision per LangChain / LangGraph top-level run, wire when a wrapped client runs underneath
+  (extra ``agent-blackbox[langchain]``).
 """
