@@ -47,7 +47,7 @@ EndpointOpt = Annotated[
     str | None,
     typer.Option(
         "--model-endpoint",
-        help="OpenAI-compatible base URL (else BLACKBOX_MODEL_ENDPOINT, else the allow-list; never the captured one alone).",
+        help="Model endpoint base URL: OpenAI-compatible, or for a wire capture the API of its format (else BLACKBOX_MODEL_ENDPOINT, else the allow-list; never the captured one alone).",
     ),
 ]
 ApiKeyOpt = Annotated[

@@ -2,7 +2,10 @@
 
 Load → access gate → verify → rebuild the exact request (hash-checked) → run the agent against
 recorded tool answers and captured external state → compare with the capture. See
-``consumers/replay/replayer.py`` for the flow and DESIGN decisions 10-12 for the rules.
+``consumers/replay/replayer.py`` for the flow and DESIGN decisions 10-13 for the rules. A wire
+capture sends its recorded bytes instead of a rebuilt request (``wire_request``, ``wire_loop``,
+``wire_variation``, ``wire_client``); every report states what the capture's fidelity lets it
+prove (``fidelity``).
 """
 
 from consumers.replay.agent_hook import AgentFunction, AgentRun, ReplayHandles, StepLimitReached, run_agent
@@ -33,6 +36,8 @@ from consumers.replay.variation import (
     parse_variation,
 )
 from consumers.replay.verification import EvidenceVerifier, Verifier
+from consumers.replay.wire_client import HttpWireClient, WireClient, WireReply
+from consumers.replay.wire_request import WireCall, WireInputs
 
 __all__ = [
     "AgentFunction",
@@ -49,6 +54,7 @@ __all__ = [
     "FileCaptureSource",
     "HashCheck",
     "HttpToolBackend",
+    "HttpWireClient",
     "IndexReplayRunLog",
     "IndexedCaptureSource",
     "InsecureEndpoint",
@@ -77,6 +83,10 @@ __all__ = [
     "Variance",
     "Variation",
     "Verifier",
+    "WireCall",
+    "WireClient",
+    "WireInputs",
+    "WireReply",
     "apply_variation",
     "bisect_candidates",
     "build_report",

@@ -86,8 +86,11 @@ class SandboxedTools:
         self._sandbox = sandbox
 
     def call(self, name: str, arguments: Any) -> Any:
-        """Answer one call; ``arguments`` may be the model's JSON string or a parsed value."""
-        if isinstance(arguments, str):
+        """Answer one call; ``arguments`` may be the model's JSON string or a parsed value.
+
+        A string the recording holds as that very string (an agent that recorded the arguments
+        as the API returned them) is compared as given; any other string is parsed first."""
+        if isinstance(arguments, str) and not self._sandbox.recorded_as_given(arguments):
             # An unparsable argument string is hashed and answered as the string itself.
             with contextlib.suppress(ValueError):
                 arguments = json.loads(arguments)

@@ -3,7 +3,8 @@
 The HTTP client serves vLLM, llama.cpp, Ollama and hosted APIs alike: ``POST
 {endpoint}/chat/completions``. The body it posts is :meth:`ChatRequest.body`, so the captured
 rendered context travels byte for byte. The shapes of the request and the answer are the wire
-module's (``producers/wire/openai_chat.py``); the HTTP round trip is this one's. It dials only
+module's (``producers/wire/openai_chat.py``); the HTTP round trip is this one's (its ``wire`` sends a
+wire capture's recorded bytes in the capture's own format: ``wire_client.py``). It dials only
 what the operator configured (see ``consumers/replay/endpoints.py``): the endpoint a capture names
 is shown, never dialled on its own.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -20,6 +21,9 @@ from consumers.replay.endpoints import EndpointPolicy, EndpointSettings
 from producers.wire import openai_chat
 from producers.wire.openai_chat import ChatRequest, ChatResponse
 from schemas.errors import ModelClientError
+
+if TYPE_CHECKING:
+    from consumers.replay.wire_client import HttpWireClient
 
 
 class ModelNotFound(ModelClientError):
@@ -94,6 +98,13 @@ class OpenAICompatibleClient:
 
     def destination(self, request: ChatRequest) -> str:
         return self.policy.resolve(request.endpoint).describe()
+
+    @property
+    def wire(self) -> HttpWireClient:
+        """The same policy and connections, sending a wire capture's recorded bytes in its format."""
+        from consumers.replay.wire_client import HttpWireClient  # it imports this module's errors
+
+        return HttpWireClient(policy=self.policy, http=self._http)
 
     def complete(
         self, request: ChatRequest, *, extra_messages: Sequence[Mapping[str, Any]] = ()

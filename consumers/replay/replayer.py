@@ -27,7 +27,11 @@ from consumers.replay.sandbox import LiveTools, Sandbox, ToolBackend, ToolCall, 
 from consumers.replay.source import CaptureSource
 from consumers.replay.variation import ReplayInputs, Variation, apply_all
 from consumers.replay.verification import Verifier
-from schemas.errors import BlackboxError, ReplayDivergence, VerificationError
+from consumers.replay.wire_client import WireClient
+from consumers.replay.wire_loop import run_wire
+from consumers.replay.wire_request import WireInputs, is_wire, rebuild_wire
+from consumers.replay.wire_variation import apply_all_wire
+from schemas.errors import BlackboxError, CaptureNotReplayable, ReplayDivergence, VerificationError
 
 PREPARE_BATCH = 64
 
@@ -38,10 +42,13 @@ class UnverifiedCapture(VerificationError):
 
 @dataclass(frozen=True, slots=True)
 class PreparedCapture:
-    """A capture that passed the gate, its verification status and its as-captured request."""
+    """A capture that passed the gate, its verification status and its as-captured request.
+
+    ``inputs`` is the rebuilt request (sdk and semantic captures) or the recorded model calls (wire
+    captures, sent as recorded)."""
 
     capture: Mapping[str, Any]
-    inputs: ReplayInputs
+    inputs: ReplayInputs | WireInputs
     checks: tuple[HashCheck, ...]
     verified: bool
     verification_note: str | None
@@ -133,6 +140,8 @@ class Replayer:
     when the endpoint reports the captured model as unavailable, and the result says so.
     ``live_tools`` (with ``live_reason``) turns on authorized live mode: every tool call goes to
     the backend, after the gate has logged the operator's reason for each decision.
+    ``wire_client`` sends wire captures' recorded bytes (default: ``client.wire`` when the client
+    has one, as :class:`~consumers.replay.clients.OpenAICompatibleClient` does).
     """
 
     def __init__(
@@ -149,11 +158,13 @@ class Replayer:
         max_model_calls: int = DEFAULT_MAX_MODEL_CALLS,
         live_tools: ToolBackend | None = None,
         live_reason: str | None = None,
+        wire_client: WireClient | None = None,
     ) -> None:
         if live_tools is not None and not (live_reason or "").strip():
             raise ValueError("live tools need an explicit authorization reason")
         self._source = source
         self._client = client
+        self._wire_client = wire_client if wire_client is not None else getattr(client, "wire", None)
         self._gate = gate
         self._caller = caller
         self._verifier = verifier
@@ -225,14 +236,14 @@ class Replayer:
         if variation is not None and configuration:
             raise ValueError("give one variation or a configuration, not both")
         variations = (variation,) if variation is not None else tuple(configuration)
-        inputs = apply_all(prepared.inputs, variations) if variations else prepared.inputs
+        inputs = _apply(prepared.inputs, variations) if variations else prepared.inputs
         started = time.perf_counter()
-        run = self._run_once(prepared, inputs)
-        model, caveat = inputs.request.model, None
+        run = self._run_once(prepared, inputs, as_captured=not variations)
+        model, caveat = _model(inputs), None
         if (
             isinstance(run.error, ModelNotFound)
             and self._substitute
-            and inputs.request.model == prepared.inputs.request.model
+            and _model(inputs) == _model(prepared.inputs)
         ):
             caveat = (
                 f"the captured model {prepared.captured_model} is not available "
@@ -240,12 +251,16 @@ class Replayer:
                 "a faithful replay of the original model"
             )
             model = self._substitute
-            inputs = ReplayInputs(
-                request=inputs.request.with_changes(model=model),
-                rendered=inputs.rendered,
-                externals=inputs.externals,
-            )
-            run = self._run_once(prepared, inputs)
+            substitute = Variation("model", model)
+            if isinstance(inputs, WireInputs):
+                inputs = apply_all_wire(inputs, [substitute])
+            else:
+                inputs = ReplayInputs(
+                    request=inputs.request.with_changes(model=model),
+                    rendered=inputs.rendered,
+                    externals=inputs.externals,
+                )
+            run = self._run_once(prepared, inputs, as_captured=False)
         return ReplayResult(
             decision_id=prepared.decision_id,
             agent_id=prepared.agent_id,
@@ -267,11 +282,21 @@ class Replayer:
         )
 
     # -- internals ------------------------------------------------------------------------------
-    def _run_once(self, prepared: PreparedCapture, inputs: ReplayInputs) -> AgentRun:
+    def _run_once(
+        self, prepared: PreparedCapture, inputs: ReplayInputs | WireInputs, *, as_captured: bool
+    ) -> AgentRun:
         trace = prepared.capture.get("executionTrace") or {}
         sandbox = Sandbox(
             recorded_calls=trace.get("toolCalls") or (), externals=inputs.externals, live=prepared.live
         )
+        if isinstance(inputs, WireInputs):
+            return run_wire(
+                client=self._require_wire(),
+                inputs=inputs,
+                sandbox=sandbox,
+                max_model_calls=self._max_model_calls,
+                as_captured=as_captured,
+            )
         return run_agent(
             self._agent,
             client=self._client,
@@ -281,6 +306,14 @@ class Replayer:
             decision_id=prepared.decision_id,
             max_model_calls=self._max_model_calls,
         )
+
+    def _require_wire(self) -> WireClient:
+        if self._wire_client is None:
+            raise CaptureNotReplayable(
+                "a wire capture replays by sending its recorded bytes to an HTTP endpoint "
+                "(--model-endpoint); this model client cannot send them"
+            )
+        return self._wire_client
 
     def _prepare_batch(self, decision_ids: Sequence[str]) -> Iterator[PreparedCapture | ReplayResult]:
         loaded: list[tuple[str, Mapping[str, Any]]] = []
@@ -312,6 +345,8 @@ class Replayer:
 
     def _check(self, capture: Mapping[str, Any]) -> PreparedCapture:
         verified, note, key_id = self._verify(capture)
+        if is_wire(capture):
+            return self._check_wire(capture, verified=verified, note=note, key_id=key_id)
         rebuilt = rebuild_request(capture)
         if rebuilt.mismatches:
             if not self._allow_unverified:
@@ -340,6 +375,36 @@ class Replayer:
             model_endpoint=destination,
         )
 
+    def _check_wire(
+        self, capture: Mapping[str, Any], *, verified: bool, note: str | None, key_id: str | None
+    ) -> PreparedCapture:
+        """``_check`` for a wire capture: its recorded bodies, each hash-checked before any is sent."""
+        if self._live_backend is not None:
+            raise CaptureNotReplayable(
+                "live tools cannot replay a wire capture: its later requests carry the recorded tool "
+                "results, byte for byte"
+            )
+        rebuilt = rebuild_wire(capture, externals=externals_of(capture))
+        if rebuilt.mismatches:
+            if not self._allow_unverified:
+                rebuilt.require_exact()
+            verified = False
+            parts = ", ".join(c.part for c in rebuilt.mismatches)
+            note = "; ".join(
+                p for p in (note, f"recorded request bodies differ from their hashes in {parts}") if p
+            )
+        destination = self._require_wire().destination(rebuilt.inputs.captured_endpoint)
+        return PreparedCapture(
+            capture=capture,
+            inputs=rebuilt.inputs,
+            checks=rebuilt.checks,
+            verified=verified,
+            verification_note=note,
+            key_id=key_id,
+            original=Outcome.from_capture(capture),
+            model_endpoint=destination,
+        )
+
     def _verify(self, capture: Mapping[str, Any]) -> tuple[bool, str | None, str | None]:
         try:
             if self._verifier is None:
@@ -351,6 +416,16 @@ class Replayer:
             if not self._allow_unverified:
                 raise
             return False, f"UNVERIFIED ({type(exc).__name__}: {exc})", None
+
+
+def _apply(inputs: ReplayInputs | WireInputs, variations: Sequence[Variation]) -> ReplayInputs | WireInputs:
+    if isinstance(inputs, WireInputs):
+        return apply_all_wire(inputs, variations)
+    return apply_all(inputs, variations)
+
+
+def _model(inputs: ReplayInputs | WireInputs) -> str:
+    return inputs.model if isinstance(inputs, WireInputs) else inputs.request.model
 
 
 def _refused(decision_id: str, capture: Mapping[str, Any], error: Exception) -> ReplayResult:

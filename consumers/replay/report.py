@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from consumers.replay.fidelity import fidelity_note, fidelity_of
 from consumers.replay.outcome import Comparison, Outcome, compare
 from consumers.replay.replayer import PreparedCapture, Replayer, ReplayResult
 from consumers.replay.runlog import ReplayRunRow
@@ -58,6 +59,9 @@ class ReplayReport:
     rows: tuple[ReportRow, ...]
     captured_endpoint: str | None = None
     model_endpoint: str | None = None
+    fidelity: str = "sdk"
+    fidelity_note: str = ""
+    """What the capture's fidelity lets this replay prove (:mod:`consumers.replay.fidelity`)."""
 
     @property
     def as_captured(self) -> ReportRow:
@@ -126,6 +130,8 @@ def build_report(
         rows=tuple(rows),
         captured_endpoint=prepared.captured_endpoint,
         model_endpoint=prepared.model_endpoint,
+        fidelity=fidelity_of(prepared.capture),
+        fidelity_note=fidelity_note(prepared.capture),
     )
 
 
@@ -174,6 +180,8 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "agentId": report.agent_id,
         "verified": report.verified,
         "verificationNote": report.verification_note,
+        "fidelity": report.fidelity,
+        "fidelityNote": report.fidelity_note,
         "capturedEndpoint": report.captured_endpoint,
         "modelEndpoint": report.model_endpoint,
         "requestChecks": [
@@ -231,6 +239,7 @@ def render_table(report: ReplayReport, console: Console) -> None:
         f"model endpoint: {report.model_endpoint or 'unknown'} — captured: {report.captured_endpoint or 'none'}",
         markup=False,
     )
+    console.print(f"fidelity: {report.fidelity_note or report.fidelity}", markup=False)
     table = Table(show_lines=False)
     for column in (
         "run",

@@ -138,6 +138,9 @@ def absent_replay_parts(capture: Mapping[str, Any]) -> list[str]:
     for i, call in enumerate(trace.get("toolCalls") or ()):
         if _absent(call, "output", "outputHash", text=False):
             missing.append(f"executionTrace.toolCalls[{i}].output")
+    for i, model_call in enumerate(trace.get("modelCalls") or ()):  # a wire capture sends these bytes
+        if _absent(model_call, "requestBody", "requestBodyHash", text=True):
+            missing.append(f"executionTrace.modelCalls[{i}].requestBody")
     for i, external in enumerate((capture.get("externalState") or {}).get("observableExternals") or ()):
         if _absent(external, "capturedValue", "capturedValueHash", text=False):
             missing.append(f"externalState.observableExternals[{i}].capturedValue")

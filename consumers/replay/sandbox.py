@@ -130,6 +130,11 @@ class Sandbox:
     def live(self) -> bool:
         return self._live is not None
 
+    def recorded_as_given(self, arguments: Any) -> bool:
+        """Whether the next recorded call's input is exactly ``arguments`` (a string stays a string)."""
+        recorded = self._recorded.get(len(self.calls) + 1)
+        return self._live is None and recorded is not None and _input_hash(recorded) == json_hash(arguments)
+
     def call_tool(self, name: str, arguments: Any) -> Any:
         """Answer the next tool call; raise :class:`ReplayDivergence` if the recording lacks it."""
         sequence = len(self.calls) + 1

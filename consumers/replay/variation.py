@@ -15,7 +15,8 @@
 
 The rendered context is re-assembled through its spans: only the varied part's bytes change;
 every other byte stays as captured. A *configuration* (bisect, regress) is several variations
-applied together; spans are shifted after each splice so they compose.
+applied together; spans are shifted after each splice so they compose. A wire capture is varied
+inside its recorded bytes instead (:mod:`consumers.replay.wire_variation`).
 """
 
 from __future__ import annotations

@@ -12,4 +12,7 @@ the SDK's own dependencies: the client that sends these bodies lives with replay
 - :mod:`producers.wire.calls` — the provider-neutral view of one captured call (request, response,
   tool uses and results) the three format modules read into; :mod:`producers.wire.sse` reads a
   recorded server-sent-event stream.
+- :mod:`producers.wire.formats` — the formats by name, with what sending a recorded body again
+  needs (path, history member, headers, how the key travels); :mod:`producers.wire.body` edits one
+  member or span of a recorded body and leaves every other byte as it was.
 """

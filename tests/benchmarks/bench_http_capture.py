@@ -10,7 +10,11 @@ object the SDK yields. In the same run, call by call alternating:
 * **wrapped**: ``openai_http_client(on_exchange)``, the callback appending each Exchange to a
   bounded deque (what a recorder's hand-off costs at least).
 
-Twice: against the local provider server over loopback (``tests/integrations/provider_server.py``,
+Then the whole integration, same local server, same run: ``producers.integrations.openai.wrap(client,
+recorder)`` (drop-in mode: each call its own decision; a Recorder on a spool transport with its
+worker running, every decision captured in full) against the unwrapped SDK.
+
+The hand-off case runs twice: against the local provider server over loopback (``tests/integrations/provider_server.py``,
 the end-to-end figure), and over an in-process ``httpx2.MockTransport`` answering the same bytes
 (no socket, so the wrapper's own cost is not lost in loopback jitter). Each call reports its wall time
 and the caller thread's CPU time (``time.thread_time``: what the caller spent, without the time the
@@ -25,6 +29,7 @@ import gc
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,9 +41,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integrations")]
 
 import httpx2
 import openai
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from provider_server import ProviderServer, Reply, _Render
 
+from producers.evidence import Signer
+from producers.integrations import openai as openai_integration
 from producers.integrations.http_capture import Exchange, capture_stats, openai_http_client, wrap_http_client
+from producers.policy import CapturePolicy
+from producers.recorder import Recorder
+from producers.transports.spool.sender import SpoolTransport
 
 REPLY = Reply(text="The forecast for Paris: mild, light rain on Thursday, 14-18 °C.")
 
@@ -136,6 +147,25 @@ def run(
         print(row(f"{kind}, caller CPU", [c for _, c in bare], [c for _, c in captured]))
 
 
+def run_recorder(args: argparse.Namespace, server: ProviderServer, spool: Path) -> None:
+    """``wrap(client, recorder)`` against the unwrapped SDK on the same server."""
+    recorder = Recorder(
+        agent_id="agt_bench",
+        transport=SpoolTransport(spool, linger_ms=5),
+        signer=Signer(Ed25519PrivateKey.generate(), name="did:bench"),
+        policy=CapturePolicy(sample_one_in=1),
+    )
+    plain = openai.OpenAI(api_key="sk-bench", base_url=server.openai_base_url)
+    wrapped = openai_integration.wrap(
+        openai.OpenAI(api_key="sk-bench", base_url=server.openai_base_url), recorder
+    )
+    with plain, wrapped:
+        run("openai wrap(client, recorder), drop-in, over loopback", plain, wrapped, args, server)
+    assert recorder.flush(60)
+    print(f"  recorder: {recorder.stats}")
+    recorder.close(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1_000)
@@ -154,6 +184,8 @@ def main() -> None:
         with plain, wrapped:
             run("local provider server over loopback", plain, wrapped, args, server)
         print(f"  capture: {capture_stats(http)}")
+        with tempfile.TemporaryDirectory() as spool:
+            run_recorder(args, server, Path(spool))
 
     plain, wrapped, http = clients("http://bench.invalid/v1", mock_transport, sink.append)
     with plain, wrapped:
