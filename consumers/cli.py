@@ -8,7 +8,22 @@ from __future__ import annotations
 
 import typer
 
-from consumers.commands import capture, demo, index, ingest, keys, replay, retention, verify
+from consumers.commands import (
+    access,
+    capture,
+    demo,
+    export,
+    finding,
+    index,
+    ingest,
+    keys,
+    log,
+    otlp,
+    replay,
+    retention,
+    serve,
+    verify,
+)
 from schemas.errors import BlackboxError
 
 app = typer.Typer(
@@ -27,7 +42,13 @@ for _module in (
     index,  # trends, query
     retention,  # compact, hold, release, flag
     replay,  # replay, bisect, regress
+    finding,  # finding add / list / show
     demo,  # demo, report
+    otlp,  # otlp (the OTLP/HTTP trace receiver)
+    log,  # log checkpoint / key / prove / verify (the transparency log)
+    export,  # export (evidence bundles)
+    serve,  # serve (the audit endpoint)
+    access,  # access token / requests / approve / refuse / log verify
 ):
     _module.register(app)
 

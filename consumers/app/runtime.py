@@ -15,7 +15,9 @@ service too, so the replay commands, the demo and ``blackbox consume`` wire them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,16 +25,18 @@ from typing import TYPE_CHECKING, Any
 from consumers.app.settings import ServiceSettings, load_service_settings
 
 if TYPE_CHECKING:
-    from consumers.access import AccessGate, Caller
+    from consumers.access import AccessDesk, AccessGate, Caller, TokenStore
     from consumers.index import Index
     from consumers.ingest.service import IngestService
+    from consumers.pacts import PactBook
     from consumers.replay import CaptureSource, IndexedCaptureSource, ModelClient, Replayer, ToolBackend
     from consumers.retention.clock import Clock
     from consumers.retention.compaction import Compactor
     from consumers.retention.hold import LegalHolds
     from consumers.retention.policy import RetentionPolicy
+    from consumers.tlog.log import TransparencyLog
     from producers.blobstore import BlobStore
-    from producers.evidence import TrustStore
+    from producers.evidence import Signer, TrustStore
     from producers.transports import Transport
 
 __all__ = ["Runtime", "open_runtime"]
@@ -44,10 +48,15 @@ def open_runtime(
     database: str | None = None,
     grants: Path | None = None,
     existing_index: bool = False,
+    clock: Callable[[], datetime] | None = None,
 ) -> Runtime:
     """A :class:`Runtime` over ``settings`` (default: read from the environment now); use it in ``with``."""
     return Runtime(
-        settings or load_service_settings(), database=database, grants=grants, existing_index=existing_index
+        settings or load_service_settings(),
+        database=database,
+        grants=grants,
+        existing_index=existing_index,
+        clock=clock,
     )
 
 
@@ -58,6 +67,7 @@ class Runtime:
     ``grants`` a grants file other than ``<data_dir>/grants.toml`` (``--grants``). ``existing_index``:
     a command that only reads refuses an embedded index that was never created (a mistyped
     ``BLACKBOX_DATA_DIR``) instead of creating an empty one and answering "no such decision".
+    ``clock``: the time the gate decides at (grant expiry); tests move it.
     """
 
     def __init__(
@@ -67,11 +77,13 @@ class Runtime:
         database: str | None = None,
         grants: Path | None = None,
         existing_index: bool = False,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
         self._database = database
         self._grants = grants
         self._existing_index = existing_index
+        self._clock = clock
         self._closing = ExitStack()
 
     # -- resources, each opened once on first use ---------------------------------------------------
@@ -101,6 +113,13 @@ class Runtime:
         return sender
 
     @cached_property
+    def signer(self) -> Signer:
+        """The service's own signing key (``BLACKBOX_SIGNING_KEY`` or ``BLACKBOX_SIGNING_KEY_B64``)."""
+        from producers.evidence import load_signer
+
+        return load_signer(self.settings.signing_key, self.settings.signing_key_b64)
+
+    @cached_property
     def trust_store(self) -> TrustStore:
         """The trust store as it is now (empty if the file does not exist yet)."""
         from producers.evidence import TrustStore
@@ -112,7 +131,23 @@ class Runtime:
         """The one access gate: the grants file, and the access log in :attr:`index`."""
         from consumers.access import gate_for
 
-        return gate_for(self.settings, self.index, grants=self._grants)
+        if self._clock is None:
+            return gate_for(self.settings, self.index, grants=self._grants)
+        return gate_for(self.settings, self.index, grants=self._grants, clock=self._clock)
+
+    @cached_property
+    def access_desk(self) -> AccessDesk:
+        """Access requests, decided through :attr:`gate` (approvals append to the grants file)."""
+        from consumers.access import desk_for
+
+        return desk_for(self.settings, self.gate, grants=self._grants)
+
+    @cached_property
+    def tokens(self) -> TokenStore:
+        """The audit endpoint's bearer tokens (hashes only), ``<data_dir>/access/tokens.json``."""
+        from consumers.access import tokens_for
+
+        return tokens_for(self.settings)
 
     @cached_property
     def capture_source(self) -> IndexedCaptureSource:
@@ -120,6 +155,20 @@ class Runtime:
         from consumers.replay import IndexedCaptureSource
 
         return IndexedCaptureSource(self.index, self.blob_store)
+
+    @cached_property
+    def pacts(self) -> PactBook:
+        """The pact file, every rule checked (``BLACKBOX_PACTS``; none at the default path means no pacts)."""
+        from consumers.pacts import load_pacts
+
+        return load_pacts(self.settings.resolved_pacts, missing_ok=self.settings.pacts is None)
+
+    @cached_property
+    def transparency_log(self) -> TransparencyLog:
+        """The transparency log ingest appends to (:mod:`consumers.tlog`), its key loaded or created."""
+        from consumers.tlog.log import TransparencyLog
+
+        return TransparencyLog.from_settings(self.settings, store=self.blob_store, index=self.index)
 
     @cached_property
     def retention_policy(self) -> RetentionPolicy:
@@ -165,7 +214,7 @@ class Runtime:
 
     def ingest(self, **options: Any) -> IngestService:
         """The ingest service into :attr:`index` and :attr:`blob_store`, verifying against the trust
-        store file as it changes, under the configured retention policy and fault hook. ``options`` go
+        store file as it changes, under the configured retention policy, pacts and fault hook. ``options`` go
         to :func:`~consumers.ingest.service.build_service` (``batch_size``, ``workers`` …)."""
         from consumers.ingest.service import ReloadingTrust, build_service
 
@@ -175,7 +224,9 @@ class Runtime:
             store=self.blob_store,
             trust=ReloadingTrust(self.settings.resolved_trust_store),
             policy=self.retention_policy,
+            pacts=self.pacts.rules,
             fault=self.settings.fault or None,
+            tlog=self.transparency_log if self.settings.tlog else None,
             **options,
         )
 

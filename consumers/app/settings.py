@@ -37,9 +37,59 @@ class ServiceSettings(BlackboxSettings):
         None, description="Retention policy TOML; default: the packaged policy (article defaults)."
     )
 
+    # pacts: behavioural commitments evaluated on every decision at ingest (consumers.pacts)
+    pacts: Path | None = Field(
+        None, description="Pact file (TOML, CEL rules); default <data_dir>/pacts.toml."
+    )
+
+    # transparency log (consumers.tlog): one leaf per accepted capture, signed checkpoints, trusted time
+    tlog: bool = Field(True, description="Append every accepted capture to the transparency log at ingest.")
+    tlog_origin: str = Field(
+        "blackbox.local/log",
+        description="The log's checkpoint origin line and note key name (no spaces, no '+').",
+    )
+    tlog_key: Path | None = Field(
+        None,
+        description="The log's ed25519 private key file; default <data_dir>/tlog.key, created on first use.",
+    )
+    tlog_prefix: str | None = Field(
+        None, description="Blob-store prefix of the log's tiles and checkpoints; default tlog/<topic>."
+    )
+    tlog_checkpoint_interval: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds between signed checkpoints while ingest appends (and one at the end).",
+    )
+    tlog_tsa_url: str | None = Field(
+        None, description="RFC 3161 time-stamping authority each checkpoint is stamped by; unset: none."
+    )
+    tlog_tsa_roots: Path | None = Field(
+        None, description="PEM certificates `blackbox log verify` checks the TSA's timestamps against."
+    )
+    tlog_time_skew: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds a capturedAt may be later than the first checkpoint that includes it.",
+    )
+
     # access
     caller: str = Field("local-operator", description="Who is reading, recorded in the access log.")
     scope: Literal["operator", "regulator", "counterparty"] = "operator"
+
+    # the audit endpoint (`blackbox serve`, consumers.audit); identity comes from tokens or OIDC only
+    audit_max_body_bytes: int = Field(65_536, ge=1024, description="Largest request body the endpoint reads.")
+    audit_rate: float = Field(10.0, gt=0, description="Requests per second per token (token bucket refill).")
+    audit_burst: int = Field(20, ge=1, description="Requests a token may make at once (token bucket size).")
+    oidc_issuer: str | None = Field(
+        None, description="OIDC issuer whose JWTs the endpoint accepts; unset: tokens only."
+    )
+    oidc_audience: str | None = Field(None, description="The audience those JWTs must carry.")
+    oidc_jwks_url: str | None = Field(
+        None, description="The issuer's JWKS URL (https://, or file:// in tests)."
+    )
+    oidc_scope_claim: str = Field(
+        "blackbox_scope", description="The JWT claim holding the scope (operator, regulator or counterparty)."
+    )
 
     # replay's model endpoints: only these are dialled, never the endpoint a capture names on its own
     model_endpoint: str | None = Field(None, description="OpenAI-compatible base URL replay sends to.")
@@ -63,8 +113,20 @@ class ServiceSettings(BlackboxSettings):
         return self.trust_store or self.data_dir / "trust.toml"
 
     @property
+    def resolved_pacts(self) -> Path:
+        return self.pacts or self.data_dir / "pacts.toml"
+
+    @property
     def resolved_model_endpoints(self) -> Path:
         return self.model_endpoints or self.data_dir / "model_endpoints.toml"
+
+    @property
+    def resolved_tlog_key(self) -> Path:
+        return self.tlog_key or self.data_dir / "tlog.key"
+
+    @property
+    def resolved_tlog_prefix(self) -> str:
+        return (self.tlog_prefix or f"tlog/{self.topic}").strip("/")
 
     @property
     def index_engine(self) -> Literal["chdb", "clickhouse"]:

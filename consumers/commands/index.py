@@ -24,6 +24,7 @@ from rich.table import Table
 from consumers.access.log import IndexAccessLog
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings
+from consumers.findings import FINDING_TREND_PREFIX, finding_incidence
 from consumers.index import TRENDS, ClickHouseServerIndex, Index, parse_timestamp, run_trend
 from consumers.index.confined import run_query
 from consumers.index.engine import QueryLimits
@@ -100,7 +101,8 @@ def trends(
     as_json: JsonOpt = False,
     list_: Annotated[bool, typer.Option("--list", help="List the trends and their --by dimensions.")] = False,
 ) -> None:
-    """Run a named trend query over trusted decisions (only the current version of each counts)."""
+    """Run a named trend query over trusted decisions (only the current version of each counts);
+    ``finding:NAME`` is the incidence of a finding's rule (``blackbox finding``)."""
     if list_ or name is None:
         if as_json:
             typer.echo(
@@ -130,7 +132,20 @@ def trends(
     now = datetime.now(UTC)
     start, end = parse_when(since, now=now), parse_when(until, now=now)
     with open_runtime(existing_index=True) as rt:
-        rows = run_trend(rt.index, name, since=start, until=end, agent=agent, by=by)
+        if name.startswith(FINDING_TREND_PREFIX):
+            rows = finding_incidence(
+                rt.index,
+                name.removeprefix(FINDING_TREND_PREFIX),
+                since=start,
+                until=end,
+                agent=agent,
+                by=by,
+                blobs=rt.blob_store,
+                gate=rt.gate,
+                caller=rt.caller(f"trends {name}"),
+            )
+        else:
+            rows = run_trend(rt.index, name, since=start, until=end, agent=agent, by=by)
     title = f"{name} {_json_default(start)} .. {_json_default(end)}" + (f" agent={agent}" if agent else "")
     print_rows(rows, as_json=as_json, title=title)
 

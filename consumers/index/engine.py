@@ -61,6 +61,10 @@ TABLES = (
     "replay_runs",
     "quarantine",
     "deletions",
+    "pact_violations",
+    "findings",
+    "finding_decisions",
+    "tlog_leaves",
 )
 DEFAULT_DATABASE = "blackbox"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -17,6 +17,9 @@ Counting rules, shared by all trends:
 * a decision **failed** if its own outcome says failure OR any failure flag names it, whenever that
   flag arrived (``failed_any`` in the view: a join at query time rather than a column rewritten when
   flags come, so arrival order never matters and nothing needs read-modify-write);
+* ``pact_violations`` counts (decision, rule) rows of ``pact_violations`` (written at ingest) over the
+  trusted decisions of the same day (and ``by`` group): ``incidence = violations / decisions``;
+  evaluation errors are counted beside, never as violations;
 * rates are ``round(x / n, 4)``; latency percentiles are exact (``quantileExact``: the value at index
   ``floor(q * n)`` of the sorted values; NULL when a group has no measured latency), so both engines
   return the same numbers;
@@ -127,6 +130,22 @@ FROM decisions_current
 WHERE {_TRUSTED}
 GROUP BY day, capture_level, retention_class, content_state{{by_group}}
 ORDER BY day, capture_level, retention_class, content_state{{by_group}}""",
+    # decisions: every trusted decision of the day (window over the group), joined to its pact rows.
+    "pact_violations": f"""
+SELECT day, rule{{by_group}}, decisions, violations, errors, round(violations / decisions, 4) AS incidence
+FROM (
+    SELECT day{{by_group}}, rule, any(total) AS decisions,
+           countIf(kind = 'violation') AS violations, countIf(kind = 'error') AS errors
+    FROM (
+        SELECT toDate(captured_at) AS day{{by_select}}, decision_id,
+               count() OVER (PARTITION BY day{{by_group}}) AS total
+        FROM decisions_current
+        WHERE {_TRUSTED}
+    ) AS d
+    INNER JOIN (SELECT decision_id, rule, kind FROM pact_violations FINAL WHERE {_RANGE}) AS v USING (decision_id)
+    GROUP BY day{{by_group}}, rule
+)
+ORDER BY day, rule{{by_group}}""",
 }
 
 
@@ -183,6 +202,12 @@ TRENDS: Mapping[str, Trend] = {
                 for d in _DECISION_DIMS
                 if d not in ("day", "capture_level", "retention_class", "content_state")
             ),
+        ),
+        Trend(
+            "pact_violations",
+            "Pact violations per rule per day: violating decisions, evaluation errors, incidence.",
+            ("day", "rule", "decisions", "violations", "errors", "incidence"),
+            tuple(d for d in _DECISION_DIMS if d != "day"),
         ),
     )
 }

@@ -39,6 +39,7 @@ class Fleet:
     quarantined: set[str] = field(default_factory=set)
     failure_flags: set[str] = field(default_factory=set)  # failure flags (some arrive before the capture)
     other_flags: set[str] = field(default_factory=set)  # consequential-only flags: never a failure
+    pact_results: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # id -> [(rule, kind)]
 
 
 def make_fleet(n: int = 300, *, seed: int = 11) -> Fleet:
@@ -109,7 +110,15 @@ def make_fleet(n: int = 300, *, seed: int = 11) -> Fleet:
         elif r < 0.08:
             fleet.other_flags.add(c["decisionId"])
         fleet.captures.append(c)
+    pacts = random.Random(seed + 1)  # its own generator: the fleet above stays what it was
+    for c in fleet.captures:
+        results = [(rule, kind) for rule, kind in PACT_ROWS if pacts.random() < 0.2]
+        if results:
+            fleet.pact_results[c["decisionId"]] = results
     return fleet
+
+
+PACT_ROWS = (("refund_cap", "violation"), ("refund_cap", "error"), ("email_ok", "violation"))
 
 
 # --- ground truth -------------------------------------------------------------------------------------
@@ -255,6 +264,23 @@ def truth(
             out.append(
                 {"stop_reason": stop, "decisions": len(fs), "failures": sum(fs), "share": len(fs) / total}
             )
+    elif name == "pact_violations":
+        per_day = Counter(_ts(c).date() for c in rows)
+        cells: dict[tuple[date, str], Counter[str]] = defaultdict(Counter)
+        for c in rows:
+            for rule, kind in fleet.pact_results.get(c["decisionId"], ()):
+                cells[(_ts(c).date(), rule)][kind] += 1
+        for (day, rule), kinds in sorted(cells.items()):
+            out.append(
+                {
+                    "day": day,
+                    "rule": rule,
+                    "decisions": per_day[day],
+                    "violations": kinds["violation"],
+                    "errors": kinds["error"],
+                    "incidence": kinds["violation"] / per_day[day],
+                }
+            )
     elif name == "volume":
         vol: dict[tuple[date, str, str, str], list[int]] = defaultdict(list)
         for c in rows:
@@ -287,7 +313,7 @@ def capture_bytes(c: Mapping[str, Any]) -> int:
     return len(json.dumps(c, sort_keys=True).encode())
 
 
-RATE_KEYS = ("failure_rate", "error_rate", "share")
+RATE_KEYS = ("failure_rate", "error_rate", "share", "incidence")
 
 
 def assert_rows_match(got: Iterable[Mapping[str, Any]], want: Iterable[Mapping[str, Any]]) -> None:

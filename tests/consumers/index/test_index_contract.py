@@ -51,6 +51,7 @@ from consumers.ingest.store import (
     insert_quarantine,
     update_decisions,
 )
+from consumers.pacts.store import insert_violations
 from schemas.errors import IndexError_
 
 Factory = Callable[[str], Index]
@@ -123,6 +124,21 @@ def load_fleet(index: Index, fleet: Fleet) -> None:
     for batch in batches:
         insert_captures(index, batch)
     insert_captures(index, batches[0])  # redelivered batch: same rows again
+    pact_rows = [
+        {
+            "decision_id": c["decisionId"],
+            "agent_id": c["agentId"],
+            "captured_at": c["capturedAt"],
+            "rule": rule,
+            "kind": kind,
+            "detail": "",
+            "evaluated_at": at,
+        }
+        for c in fleet.captures
+        for rule, kind in fleet.pact_results.get(c["decisionId"], ())
+    ]
+    insert_violations(index, pact_rows)
+    insert_violations(index, pact_rows[:40])  # a batch ingest ran again: the same rows once more
     insert_flags(
         index,
         [

@@ -1,0 +1,39 @@
+"""Pacts: behavioural commitments written in CEL over a decision's structured data (DESIGN decision 17).
+
+A pact file (``BLACKBOX_PACTS``, default ``<data_dir>/pacts.toml``) names rules that must hold on
+every decision; ingest evaluates them on every verified capture. A violation flags the decision
+(consequential + failure, reason ``pact violated: RULE``: it is kept ``retentionDays`` and
+``failed_any`` counts it) and writes a ``pact_violations`` row; a rule that errors on one decision is
+recorded as an ``error`` row and counted, and ingest goes on. The ``pact_violations`` trend shows the
+incidence per rule per day. Replay and regress call :func:`evaluate` on replayed outputs.
+
+Module map (one concept each):
+
+- :mod:`~consumers.pacts.view` — the ``decision`` variable rules read (its fields are listed there)
+- :mod:`~consumers.pacts.expression` — compile and check a CEL rule, run it on one view
+- :mod:`~consumers.pacts.book` — the pact file: load, validate, refuse a rule that does not compile
+- :mod:`~consumers.pacts.evaluate` — every pact on one decision: violations and evaluation errors
+- :mod:`~consumers.pacts.store` — the SQL: ``pact_violations`` rows and the failure flag of a violation
+"""
+
+from consumers.pacts.book import NAME, PactBook, load_pacts, parse_pacts
+from consumers.pacts.evaluate import Evaluation, RuleResult, evaluate, evaluate_capture
+from consumers.pacts.expression import PactInvalid, Rule, RuleError, check_rule, run_rule
+from consumers.pacts.view import decision_view
+
+__all__ = [
+    "NAME",
+    "Evaluation",
+    "PactBook",
+    "PactInvalid",
+    "Rule",
+    "RuleError",
+    "RuleResult",
+    "check_rule",
+    "decision_view",
+    "evaluate",
+    "evaluate_capture",
+    "load_pacts",
+    "parse_pacts",
+    "run_rule",
+]
