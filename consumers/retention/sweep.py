@@ -52,6 +52,9 @@ SWEEP_HOOK_POINTS = (
     "after_orphan_log",
     "after_orphan_delete",
 )
+SWEPT_PREFIXES = ("segments/", "claims/")
+"""The only blobs the sweep may delete. Anything else - the transparency log's tiles and checkpoints
+above all (``BLACKBOX_TLOG_PREFIX``, :mod:`consumers.tlog`) - is never swept, whatever a plan says."""
 ORPHAN_CONFIRMATION = "orphan-deleted"
 """Not ``segment-deleted``: an orphan's key may come back (a redelivered batch writes it again) and must
 not read as an already-confirmed compaction delete then."""
@@ -150,7 +153,8 @@ class Sweeper:
         self._hook("after_quarantine_rows")
 
         for key in [*segments, *claims]:
-            self.store.delete(key)
+            if key.startswith(SWEPT_PREFIXES):
+                self.store.delete(key)
         self._hook("after_quarantine_delete")
         written += self._write(
             [
@@ -167,7 +171,9 @@ class Sweeper:
             OrphanBlob(key, kind, plan.now, "", "resumed: deleted by an interrupted run")
             for key, kind in plan.gone
         ]
-        orphans = [o for o in plan.orphans if self._still_orphan(o, plan)]
+        orphans = [
+            o for o in plan.orphans if o.key.startswith(SWEPT_PREFIXES) and self._still_orphan(o, plan)
+        ]
         if not orphans:
             return resumed, self._confirm(resumed)
         logged = logged_entries(self.index, [o.key for o in orphans])

@@ -1,0 +1,116 @@
+"""``blackbox log``: the transparency log (:mod:`consumers.tlog`).
+
+- ``log checkpoint`` prints the latest signed checkpoint (a C2SP signed note): keep one, it is what
+  ``log verify --since`` proves the log still extends.
+- ``log key`` prints the log's verifier key (``<origin>+<key id>+<base64>``).
+- ``log prove ID`` prints the inclusion proof of a decision's leaf as JSON.
+- ``log verify [--since CHECKPOINT_FILE]`` checks the whole log (:mod:`consumers.tlog.audit`) and
+  prints one line per finding. Exit codes: 0 nothing found; 1 findings; 2 errors (no log, a
+  ``--since`` file that is not this log's checkpoint, services unreachable).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from consumers.app.runtime import open_runtime
+from schemas.errors import ContractError, TransparencyLogError
+
+__all__ = ["register"]
+
+EXIT_FINDINGS = 1
+
+
+def checkpoint() -> None:
+    """Print the latest signed checkpoint of the transparency log."""
+    from consumers.tlog.checkpoints import latest
+
+    with open_runtime() as rt:
+        current = latest(rt.blob_store, rt.settings.resolved_tlog_prefix)
+    if current is None:
+        raise TransparencyLogError(
+            f"no checkpoint at {rt.settings.resolved_tlog_prefix}/checkpoint: nothing has been logged yet"
+        )
+    typer.echo(current[0], nl=False)
+
+
+def key() -> None:
+    """Print the log's verifier key: what a third party trusts to check checkpoints and proofs."""
+    from consumers.tlog import log_vkey
+
+    with open_runtime() as rt:
+        typer.echo(log_vkey(rt))
+
+
+def prove(decision_id: Annotated[str, typer.Argument(help="The decision whose leaf to prove.")]) -> None:
+    """Print the inclusion proof of a decision's leaf under the latest checkpoint (JSON)."""
+    from consumers.tlog import prove as prove_leaf
+
+    with open_runtime(existing_index=True) as rt:
+        proof = prove_leaf(rt, decision_id)
+    typer.echo(json.dumps(proof, indent=2))
+
+
+def verify(
+    since: Annotated[
+        Path | None,
+        typer.Option(
+            "--since", help="An earlier checkpoint (from `log checkpoint`) the log must still extend."
+        ),
+    ] = None,
+) -> None:
+    """Check the log: consistency with --since, every tile, the index, timestamps and capture times."""
+    from consumers.tlog.audit import audit
+    from consumers.tlog.checkpoints import load_log_signer
+    from consumers.tlog.timestamp import load_roots
+
+    old = None
+    if since is not None:
+        try:
+            old = since.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ContractError(f"cannot read: {exc}", path=str(since)) from exc
+    with open_runtime(existing_index=True) as rt:
+        s = rt.settings
+        signer = load_log_signer(s.resolved_tlog_key, s.tlog_origin, create=False)
+        report = audit(
+            store=rt.blob_store,
+            index=rt.index,
+            prefix=s.resolved_tlog_prefix,
+            key=signer.key,
+            since=old,
+            skew=timedelta(seconds=s.tlog_time_skew),
+            tsa_roots=load_roots(s.tlog_tsa_roots) if s.tlog_tsa_roots else (),
+        )
+    head = report.checkpoint
+    typer.echo(f"log {head.origin}: checkpoint of {head.size} leaves")
+    if report.since is not None:
+        typer.echo(f"since: checkpoint of {report.since.size} leaves")
+    typer.echo(
+        f"checked: {report.leaves} leaves, {report.tiles} tiles, {report.checkpoints} checkpoints, "
+        f"{report.timestamps} timestamps ({report.timestamps_signed} TSA signatures)"
+    )
+    for note in report.notes:
+        typer.echo(f"note: {note}")
+    for finding in report.findings:
+        typer.echo(f"FINDING {finding.kind}: {finding.detail}")
+    if not report.ok:
+        typer.echo(f"NOT VERIFIED: {len(report.findings)} findings")
+        raise typer.Exit(EXIT_FINDINGS)
+    typer.echo("verified: the log extends every checkpoint and accounts for every capture")
+
+
+def register(app: typer.Typer) -> None:
+    log_app = typer.Typer(
+        help="The transparency log: checkpoints, proofs, verification.", no_args_is_help=True
+    )
+    log_app.command("checkpoint")(checkpoint)
+    log_app.command("key")(key)
+    log_app.command("prove")(prove)
+    log_app.command("verify")(verify)
+    app.add_typer(log_app, name="log")
