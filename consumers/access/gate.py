@@ -6,6 +6,12 @@ read proceed. If the row cannot be written the read is refused: no unlogged acce
 
 Replay access is audit-only: the gate reads nothing but the capture's metadata and writes nothing
 but the log; it never promotes, re-scores or changes retention.
+
+Who may read (DESIGN decision 14): the capture's signed ``replayAccessScope`` is the default (the
+implicit operator grant covers only captures that admit ``operator``); an explicit grant — written in
+the grants file or made by approving an access request — widens access after capture and is named in
+the log row with its authority and purpose. A counterparty additionally sees only decisions tied to
+its own identity: the capture's ``input.originUserId`` must match one of its subjects.
 """
 
 from __future__ import annotations
@@ -13,14 +19,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from typing import Any
 
-from consumers.access.grants import Grants
+from consumers.access.grants import Grant, Grants, GrantSource
 from consumers.access.log import AccessLog, AccessRecord
 from consumers.access.scopes import Caller, capture_scopes
+from producers.evidence.trust import parse_time
 from schemas.errors import AccessDenied
 
-READ_ACTIONS = frozenset({"replay", "replay-live", "show", "export", "verify"})
+# "reveal": the sealed original of redacted personal data (needs a personal-data grant)
+READ_ACTIONS = frozenset(
+    {"replay", "replay-live", "show", "export", "verify", "evaluate", "replays", "reveal"}
+)
 
 
 class AccessLogUnavailable(AccessDenied):
@@ -45,11 +56,34 @@ class AccessGate:
     """Scope + grant check, then an access-log row, then (only then) the read."""
 
     def __init__(
-        self, *, log: AccessLog, grants: Grants | None = None, clock: Callable[[], datetime] = _utc_now
+        self,
+        *,
+        log: AccessLog,
+        grants: GrantSource | None = None,
+        clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self._log = log
-        self._grants = grants or Grants.default()
+        self._grants: GrantSource = grants or Grants.default()
         self._clock = clock
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        return self._clock
+
+    @property
+    def grants(self) -> Grants:
+        """The grants as they are now (a grants file is re-read when it changed)."""
+        return self._grants.current()
+
+    def record(self, records: Sequence[AccessRecord]) -> None:
+        """Append ``records`` (events that are not reads: access requests, approvals, refusals before
+        any capture was looked at); raises :class:`AccessLogUnavailable` if the log cannot be written."""
+        try:
+            self._log.append(records)
+        except Exception as exc:  # any failure to write the log refuses what it records
+            raise AccessLogUnavailable(
+                f"access refused: the access log could not be written ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def authorize(
         self, caller: Caller, capture: Mapping[str, Any], *, action: str = "replay"
@@ -74,13 +108,12 @@ class AccessGate:
         if action not in READ_ACTIONS:
             raise ValueError(f"unknown access action {action!r}")
         at = self._clock()
-        records = [self._decide(caller, capture, action=action, at=at, detail=detail) for capture in captures]
-        try:
-            self._log.append(records)
-        except Exception as exc:  # any failure to write the log refuses the read
-            raise AccessLogUnavailable(
-                f"access refused: the access log could not be written ({type(exc).__name__}: {exc})"
-            ) from exc
+        grants = self._grants.current()
+        records = [
+            self._decide(caller, capture, grants=grants, action=action, at=at, detail=detail)
+            for capture in captures
+        ]
+        self.record(records)
         return records
 
     def authorize_live(self, caller: Caller, capture: Mapping[str, Any], *, reason: str) -> LiveAuthorization:
@@ -92,16 +125,40 @@ class AccessGate:
         )
 
     def _decide(
-        self, caller: Caller, capture: Mapping[str, Any], *, action: str, at: datetime, detail: str
+        self,
+        caller: Caller,
+        capture: Mapping[str, Any],
+        *,
+        grants: Grants,
+        action: str,
+        at: datetime,
+        detail: str,
     ) -> AccessRecord:
         decision_id = str(capture.get("decisionId") or "")
         agent_id = str(capture.get("agentId") or "")
         admitted = capture_scopes(capture)
+        grant = grants.match(
+            caller,
+            agent_id=agent_id,
+            decision_id=decision_id,
+            at=at,
+            captured_at=_captured_at(capture),
+            admitted=admitted,
+        )
         why = ""
-        if caller.scope not in admitted:
-            why = f"the capture admits scope {'|'.join(sorted(admitted))}, not {caller.scope}"
-        elif not self._grants.permits(caller, agent_id=agent_id, decision_id=decision_id, at=at):
-            why = f"no grant for {caller.identity} as {caller.scope} over agent {agent_id} ({self._grants.source})"
+        if grant is None and caller.scope not in admitted:
+            why = (
+                f"the capture admits scope {'|'.join(sorted(admitted))}, not {caller.scope}, "
+                f"and no grant widens it ({grants.source})"
+            )
+        elif grant is None:
+            why = f"no grant for {caller.identity} as {caller.scope} over agent {agent_id} ({grants.source})"
+        elif caller.scope == "counterparty" and not _tied(caller, capture):
+            why = f"the decision is not tied to counterparty {caller.identity} (originUserId)"
+        elif action == "reveal" and not grants.reveals(
+            caller, agent_id=agent_id, decision_id=decision_id, at=at, captured_at=_captured_at(capture)
+        ):
+            why = f"revealing personal data needs a grant with personal_data = true ({grants.source})"
         elif action == "replay-live" and caller.scope != "operator":
             why = "live replay can change real state; only an operator may authorize it"
         elif action == "replay-live" and not caller.reason.strip():
@@ -116,7 +173,31 @@ class AccessGate:
             reason=caller.reason,
             outcome="denied" if why else "allowed",
             detail="; ".join(p for p in (detail, why) if p),
+            **_grant_columns(grant),
         )
+
+
+def _grant_columns(grant: Grant | None) -> dict[str, str]:
+    if grant is None:
+        return {}
+    return {"grant_id": grant.label, "authority": grant.authority, "purpose": grant.purpose}
+
+
+def _captured_at(capture: Mapping[str, Any]) -> datetime | None:
+    try:
+        return parse_time(capture.get("capturedAt"))
+    except ValueError:
+        return None
+
+
+def _tied(caller: Caller, capture: Mapping[str, Any]) -> bool:
+    """Whether the capture concerns the counterparty: its ``originUserId`` matches a subject."""
+    origin = (capture.get("input") or {}).get("originUserId")
+    return (
+        isinstance(origin, str)
+        and bool(origin)
+        and any(fnmatchcase(origin, pattern) for pattern in caller.counterparty_subjects())
+    )
 
 
 def denial(record: AccessRecord) -> AccessDenied:

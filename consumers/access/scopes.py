@@ -21,17 +21,26 @@ DEFAULT_CAPTURE_SCOPE: Scope = "operator"
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """The identity recorded in the access log, the scope it claims, and why it is reading."""
+    """The identity recorded in the access log, its scope, and why it is reading.
+
+    ``subjects`` ties a counterparty to the decisions that concern it: globs over a capture's
+    ``input.originUserId`` (empty: its own identity). Operators and regulators ignore it.
+    """
 
     identity: str
     scope: Scope
     reason: str = ""
+    subjects: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.identity.strip():
             raise ContractError("caller identity is empty", path="caller")
         if self.scope not in SCOPES:
             raise ContractError(f"unknown scope {self.scope!r}; one of {', '.join(SCOPES)}", path="scope")
+
+    def counterparty_subjects(self) -> tuple[str, ...]:
+        """The ``originUserId`` globs a counterparty may see (its identity when none were issued)."""
+        return self.subjects or (self.identity,)
 
 
 def parse_scope(value: str) -> Scope:

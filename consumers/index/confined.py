@@ -20,6 +20,9 @@ How the parser is asked, safely:
 3. The canonical text, the one just checked, is what runs: on a ``readonly = 1`` connection with the
    engine's row and time limits (:class:`~consumers.index.engine.QueryLimits`).
 
+Only an operator may query (the tables hold every decision's metadata, ``origin_user_id`` included);
+any other scope is refused, and logged like any refusal.
+
 Every query, allowed or refused, is first appended to ``access_log`` (action ``query``; the SQL in
 ``reason``, its sha256 and the verdict in ``detail``). If that row cannot be written, the query is
 refused (decision 12's rule).
@@ -337,10 +340,13 @@ def run_query(
     digest = hashlib.sha256(sql.encode("utf-8", "surrogatepass")).hexdigest()
     refusal: QueryRefused | None = None
     canonical = ""
-    try:
-        canonical = confine(index, sql, limits=limits)
-    except QueryRefused as exc:
-        refusal = exc
+    if caller.scope != "operator":  # raw SQL reads every row, origin_user_id included: operators only
+        refusal = QueryRefused(f"blackbox query is for operators only, not {caller.scope}")
+    else:
+        try:
+            canonical = confine(index, sql, limits=limits)
+        except QueryRefused as exc:
+            refusal = exc
     logged = sql if len(sql) <= _LOGGED_SQL_CHARS else sql[:_LOGGED_SQL_CHARS] + "…"
     detail = f"sql_sha256={digest}; max_rows={limits.max_rows}; timeout_s={limits.timeout_s}"
     record = AccessRecord(

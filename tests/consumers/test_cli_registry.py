@@ -31,4 +31,5 @@ def test_every_listed_command_is_registered() -> None:
     names = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
     expected = {"capture", "verify", "consume", "show", "trends", "query", "compact", "hold", "release"}
     expected |= {"flag", "replay", "bisect", "regress", "demo", "report", "keys"}
+    expected |= {"serve", "export", "access"}  # the audit endpoint, evidence bundles, tokens and requests
     assert expected <= names

@@ -1,0 +1,44 @@
+"""What the audit endpoint shows, per scope.
+
+- ``operator``: the capture, the read-time verification, where it is stored and how it is kept, and
+  any quarantine rows (what ``blackbox show --json`` prints).
+- ``regulator``: the capture, the verification, and how it is kept (retention class, expiry, legal
+  hold, consequential) — not where the bytes live.
+- ``counterparty``: the capture and the verification only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from consumers.storage.store import current_row
+from schemas.errors import CaptureNotFound
+
+if TYPE_CHECKING:
+    from consumers.index import Index
+    from consumers.storage.reader import StoredCapture
+
+KEEPING = ("retention_class", "retention_days", "expires_at", "legal_hold", "consequential", "content_state")
+
+
+def capture_view(shown: StoredCapture, verification: dict[str, Any], scope: str) -> dict[str, Any]:
+    view = shown.to_json(verification=verification)
+    if scope == "operator":
+        return view
+    trimmed = {k: view[k] for k in ("decisionId", "contentState", "note", "kind", "verification", "capture")}
+    if scope == "regulator":
+        trimmed["retention"] = {k: v for k, v in (view.get("stored") or {}).items() if k in KEEPING}
+    return trimmed
+
+
+def subject(index: Index, decision_id: str) -> dict[str, Any]:
+    """What the gate judges a decision by without reading content: its signed manifest (or ids)."""
+    row = current_row(index, decision_id)
+    if row is None:
+        raise CaptureNotFound(f"no decision {decision_id} in the index")
+    if row.get("manifest_json"):
+        manifest = json.loads(row["manifest_json"])
+        if isinstance(manifest, dict):
+            return manifest
+    return {"decisionId": decision_id, "agentId": row.get("agent_id", "")}
