@@ -1,8 +1,11 @@
-"""``blackbox replay``, ``blackbox bisect``, ``blackbox regress``: replay captured decisions in the sandbox.
+"""``blackbox replay``, ``bisect``, ``regress``, ``probe``: replay captured decisions in the sandbox.
 
 Every command reads captures through the access gate (caller, scope and reason from flags or
 ``BLACKBOX_CALLER`` / ``BLACKBOX_SCOPE``), verifies them against the trust store, and records
-each result in ``replay_runs``. The model is reached at ``--model-endpoint`` /
+each result in ``replay_runs``. A bare ``--vary system_prompt=v4.6`` resolves through the index's
+version catalog (:mod:`consumers.replay.versions`); the text is read from a full capture through
+the same gate. ``regress`` exits 1 when a decision regressed, a check failed or a decision could
+not be replayed (:mod:`consumers.replay.regress`), so a change can be gated in CI. The model is reached at ``--model-endpoint`` /
 ``BLACKBOX_MODEL_ENDPOINT``, else at the captured endpoint only if ``BLACKBOX_MODEL_ENDPOINTS``
 allow-lists it (``consumers/replay/endpoints.py``); a capture never chooses where replay connects.
 """
@@ -22,17 +25,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from consumers.app.runtime import open_runtime
+from consumers.app.runtime import Runtime, open_runtime
 from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.replay.bisect import BisectResult, ExplainResult, Target, bisect_candidates, explain_change
+from consumers.replay.checks import Check, checks_of
 from consumers.replay.clients import CallableModelClient, ModelClient, OpenAICompatibleClient
+from consumers.replay.memory_variation import format_size
+from consumers.replay.probe import Judge, ProbeResult, parse_sweep, probe, short_label
 from consumers.replay.regress import RegressionResult, regress
 from consumers.replay.replayer import Replayer
 from consumers.replay.report import render_table, replay_with_report, report_json, result_row, run_rows
 from consumers.replay.runlog import IndexReplayRunLog, ReplayRunLog
 from consumers.replay.sandbox import HttpToolBackend
 from consumers.replay.source import CaptureSource, FileCaptureSource
+from consumers.replay.store import decision_failed
 from consumers.replay.variation import Variation, load_configuration, parse_variation
+from consumers.replay.versions import IndexVersionCatalog, VersionCatalog
 from schemas.errors import ContractError
 
 FileOpt = Annotated[
@@ -84,7 +92,10 @@ GrantsOpt = Annotated[
 ]
 VaryOpt = Annotated[
     list[str] | None,
-    typer.Option("--vary", help="NAME=VALUE or NAME=@file; one variable per flag; repeatable."),
+    typer.Option(
+        "--vary",
+        help="NAME=VALUE: a version (system_prompt=v4.6), @file or text:LITERAL; one variable per flag; repeatable.",
+    ),
 ]
 WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Replays in flight.")]
 
@@ -95,6 +106,20 @@ class _Access:
     scope: str | None
     reason: str
     grants: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    replayer: Replayer
+    source: CaptureSource
+    run_log: ReplayRunLog
+    settings: ServiceSettings
+    runtime: Runtime
+
+    @property
+    def versions(self) -> VersionCatalog:
+        """Prompt and tool-schema versions seen in the index, read through this session's gate."""
+        return IndexVersionCatalog(self.runtime.index, read=self.replayer.read)
 
 
 @contextmanager
@@ -111,7 +136,7 @@ def _replayer(
     live_tools: str | None = None,
     live_reason: str | None = None,
     directory: Path | None = None,
-) -> Iterator[tuple[Replayer, CaptureSource, ReplayRunLog, ServiceSettings]]:
+) -> Iterator[_Session]:
     settings = load_service_settings(caller=access.caller, scope=access.scope)
     with open_runtime(settings, grants=access.grants, existing_index=True) as rt, ExitStack() as stack:
         index = rt.index  # replay runs and the access log are written there, whatever the source
@@ -144,7 +169,7 @@ def _replayer(
             live_tools=backend,
             live_reason=live_reason,
         )
-        yield replayer, source, IndexReplayRunLog(index), settings
+        yield _Session(replayer, source, IndexReplayRunLog(index), settings, rt)
 
 
 def load_callable(spec: str) -> Callable[[dict[str, Any]], Any]:
@@ -171,8 +196,8 @@ def _decision_id(decision_id: str | None, file: Path | None) -> str:
     return str(value.get("decisionId"))
 
 
-def _variations(specs: list[str] | None) -> list[Variation]:
-    return [parse_variation(spec) for spec in specs or ()]
+def _variations(specs: list[str] | None, versions: VersionCatalog | None = None) -> list[Variation]:
+    return [parse_variation(spec, versions=versions) for spec in specs or ()]
 
 
 def _now() -> datetime:
@@ -208,7 +233,6 @@ def replay_command(
     """Replay one decision as captured and under each --vary, and compare with the capture."""
     if live and not (authorize and authorize.strip() and tool_endpoint):
         raise ContractError("--live needs --authorize REASON and --tool-endpoint URL", path="--live")
-    variations = _variations(vary)
     did = _decision_id(decision_id, file)
     with _replayer(
         access=_Access(caller, scope, reason, grants),
@@ -221,10 +245,11 @@ def replay_command(
         substitute=substitute_model,
         live_tools=tool_endpoint if live else None,
         live_reason=authorize if live else None,
-    ) as (replayer, _source, run_log, _settings):
-        prepared = replayer.prepare(did)
-        report = replay_with_report(replayer, prepared, variations=variations, runs=runs)
-        run_log.append(run_rows(report, at=_now()))
+    ) as session:
+        variations = _variations(vary, session.versions)
+        prepared = session.replayer.prepare(did)
+        report = replay_with_report(session.replayer, prepared, variations=variations, runs=runs)
+        session.run_log.append(run_rows(report, at=_now()))
     if as_json:
         typer.echo(json.dumps(report_json(report), ensure_ascii=False, indent=2))
     else:
@@ -278,7 +303,8 @@ def bisect_command(
         allow_insecure_http=allow_insecure_http,
         model_callable=model_callable,
         substitute=substitute_model,
-    ) as (replayer, _source, run_log, _settings):
+    ) as session:
+        replayer, run_log, versions = session.replayer, session.run_log, session.versions
         prepared = replayer.prepare(did)
         run_id, at = _run_id(), _now()
         outcome: BisectResult | ExplainResult
@@ -286,13 +312,13 @@ def bisect_command(
             outcome = explain_change(
                 replayer,
                 prepared,
-                before=load_configuration(from_config),
-                after=load_configuration(to_config),
+                before=load_configuration(from_config, versions=versions),
+                after=load_configuration(to_config, versions=versions),
             )
             results = [outcome.from_result, outcome.to_result, *(s.result for s in outcome.steps)]
             verdicts = ["from", "to", *("flips" if s.flips else "no flip" for s in outcome.steps)]
         else:
-            outcome = bisect_candidates(replayer, prepared, _variations(candidate), target=target)
+            outcome = bisect_candidates(replayer, prepared, _variations(candidate, versions), target=target)
             results = [s.result for s in outcome.steps]
             verdicts = ["hit" if s.hit else "miss" for s in outcome.steps]
         run_log.append(
@@ -313,6 +339,12 @@ def regress_command(
     ] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's captures.")] = None,
     sample: Annotated[int, typer.Option("-n", "--sample", min=1, help="How many past captures.")] = 100,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            "--suite", help="Replay the decisions a finding pinned (blackbox finding) instead of a sample."
+        ),
+    ] = None,
     vary: VaryOpt = None,
     config: Annotated[Path | None, typer.Option("--config", help="New configuration (TOML).")] = None,
     workers: WorkersOpt = 4,
@@ -331,12 +363,16 @@ def regress_command(
     reason: ReasonOpt = "",
     grants: GrantsOpt = None,
 ) -> None:
-    """Replay a sample of past full captures under a new configuration; list decisions that changed."""
-    configuration = list(load_configuration(config).values()) if config else _variations(vary)
+    """Replay past captures (a sample, or a finding's --suite) under a new configuration; judge each by
+    the pacts (and the finding's rule); exit 1 if anything regressed, failed or could not be replayed."""
+    if suite is not None and (directory is not None or since is not None or agent is not None):
+        raise ContractError(
+            "--suite replays the finding's pinned decisions: drop --dir/--since/--agent", path="--suite"
+        )
     since_at = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
     console = Console(stderr=True)
     with _replayer(
-        access=_Access(caller, scope, reason, grants),
+        access=_Access(caller, scope, reason or (f"regress --suite {suite}" if suite else ""), grants),
         file=None,
         directory=directory,
         allow_unverified=allow_unverified,
@@ -345,14 +381,26 @@ def regress_command(
         allow_insecure_http=allow_insecure_http,
         model_callable=model_callable,
         substitute=substitute_model,
-    ) as (replayer, source, run_log, _settings):
-        ids = source.sample(since=since_at, agent=agent, n=sample)
+    ) as session:
+        versions = session.versions
+        configuration = (
+            list(load_configuration(config, versions=versions).values())
+            if config
+            else _variations(vary, versions)
+        )
+        if suite is not None:
+            ids, checks = _suite(session.runtime, suite)
+        else:
+            ids = session.source.sample(since=since_at, agent=agent, n=sample)
+            checks = checks_of(session.runtime.pacts)
         result = regress(
-            replayer,
+            session.replayer,
             ids,
             configuration=configuration,
+            checks=checks,
+            suite=suite,
             workers=workers,
-            run_log=run_log,
+            run_log=session.run_log,
             progress=not as_json,
             console=console,
         )
@@ -360,6 +408,86 @@ def regress_command(
         typer.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
         _print_regression(result, Console())
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+def _suite(rt: Runtime, name: str) -> tuple[list[str], tuple[Check, ...]]:
+    """The pinned decisions of finding ``name`` and the checks to judge them by (pacts + its rule)."""
+    from consumers.findings import FindingError, get_finding, pinned_decisions
+    from consumers.pacts import Rule
+
+    finding = get_finding(rt.index, name)
+    if finding is None:
+        raise FindingError(f"no finding {name!r} (see `blackbox finding list`)")
+    ids = [str(row["decision_id"]) for row in pinned_decisions(rt.index, name)]
+    if not ids:
+        raise FindingError(f"finding {name!r} pins no decision")
+    rule = Rule(name=name, source=str(finding["rule"]), description=str(finding.get("description") or ""))
+    return ids, checks_of(rt.pacts, finding=rule)
+
+
+def probe_command(
+    decision_id: Annotated[
+        str | None, typer.Argument(help="Decision to probe (optional with --file).")
+    ] = None,
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sweep",
+            help="VARIABLE=SPEC: memory.truncate=0..16KB/1KB, memory.drop=each, system_prompt=versions, "
+            "external_state.KEY=0..1000/50, request=@lines.txt; a second --sweep makes a grid.",
+        ),
+    ] = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Replay each point N times.")] = 1,
+    as_json: JsonOpt = False,
+    allow_unverified: AllowUnverifiedOpt = False,
+    model_endpoint: EndpointOpt = None,
+    model_api_key: ApiKeyOpt = None,
+    allow_insecure_http: InsecureHttpOpt = False,
+    model_callable: CallableOpt = None,
+    substitute_model: SubstituteOpt = None,
+    file: FileOpt = None,
+    caller: CallerOpt = None,
+    scope: ScopeOpt = None,
+    reason: ReasonOpt = "",
+    grants: GrantsOpt = None,
+) -> None:
+    """Sweep one variable (two for a grid) over generated values and state the failure boundary."""
+    if not sweep:
+        raise ContractError("give --sweep VARIABLE=SPEC (one, or two for a grid)", path="--sweep")
+    did = _decision_id(decision_id, file)
+    with _replayer(
+        access=_Access(caller, scope, reason, grants),
+        file=file,
+        allow_unverified=allow_unverified,
+        endpoint=model_endpoint,
+        api_key=model_api_key,
+        allow_insecure_http=allow_insecure_http,
+        model_callable=model_callable,
+        substitute=substitute_model,
+    ) as session:
+        prepared = session.replayer.prepare(did)
+        versions = session.versions
+        axes = [
+            parse_sweep(spec, prepared=prepared, versions=versions, base_dir=Path.cwd()) for spec in sweep
+        ]
+        failed = decision_failed(session.runtime.index, did)
+        if failed is None:  # not indexed (--file): the capture's own outcome
+            failed = (prepared.capture.get("outcome") or {}).get("status") == "failure"
+        result = probe(
+            session.replayer,
+            prepared,
+            axes,
+            judge=Judge(checks=checks_of(session.runtime.pacts), failed=failed),
+            runs=runs,
+            on_rows=session.run_log.append,
+            clock=_now,
+        )
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        _print_probe(result, Console())
 
 
 def _run_id() -> str:
@@ -378,10 +506,7 @@ def _print_bisect(outcome: BisectResult | ExplainResult, console: Console) -> No
             step = replayed.get(i)
             table.add_row(label, "yes" if step else "", ("yes" if step.hit else "no") if step else "")
         console.print(table)
-        named = outcome.first_label or "none of the candidates"
-        console.print(
-            f"first: [bold]{named}[/bold] ({outcome.replays} replays for {len(outcome.labels)} candidates)"
-        )
+        console.print(outcome.verdict, markup=False)
         return
     console.print(f"changed variables: {', '.join(outcome.changed_variables) or 'none'}")
     if not outcome.outcome_differs:
@@ -389,31 +514,84 @@ def _print_bisect(outcome: BisectResult | ExplainResult, console: Console) -> No
         return
     for tried in outcome.steps:
         console.print(
-            f"  {' + '.join(tried.variables)}: {'flips the outcome' if tried.flips else 'no change'}"
+            f"  {' + '.join(tried.variables)}: {'flips the outcome' if tried.flips else 'no change'} (1 run)"
         )
     culprits = ["+".join(c) for c in outcome.culprits]
     console.print(f"implicated: [bold]{', '.join(culprits) or 'no combination explains it'}[/bold]")
 
 
 def _print_regression(result: RegressionResult, console: Console) -> None:
-    counts = result.counts
-    console.print(
-        f"replayed {len(result.results)} decisions in {result.seconds:.1f}s: "
-        + ", ".join(f"{k} {v}" for k, v in counts.items())
-    )
-    if result.changed:
-        table = Table(title="decisions whose outcome changed")
-        for column in ("decision", "status", "first divergent step"):
-            table.add_column(column)
-        for row in result.to_json()["changed"]:
-            table.add_row(row["decisionId"], row["status"], str(row["firstDivergentStep"] or ""))
+    counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.counts.items())
+    what = f"the suite of finding {result.suite}" if result.suite else f"{len(result.results)} decisions"
+    config = "; ".join(v.describe() for v in result.configuration) or "as captured"
+    console.print(f"replayed {what} under {config} in {result.seconds:.1f}s: {counts}", markup=False)
+    if result.checks:
+        console.print(f"judged by: {', '.join(result.checks)}", markup=False)
+    else:
+        console.print(
+            "no pacts loaded (BLACKBOX_PACTS): changed decisions are not judged fixed or regressed",
+            markup=False,
+        )
+    shown = [v for v in result.verdicts.values() if v.status != "unchanged" or v.failures]
+    if shown:
+        table = Table(title="decisions")
+        for column in ("decision", "status", "outcome changed", "first divergent step", "detail"):
+            table.add_column(column, overflow="fold")
+        for v in shown:
+            changed = "" if v.outcome_changed is None else ("yes" if v.outcome_changed else "no")
+            table.add_row(v.decision_id, v.status, changed, str(v.first_divergent_step or ""), v.summary())
         console.print(table)
+    for decision, check in result.failures:
+        if check.verdict == "error":
+            what = "could not be evaluated"
+        else:
+            what = "still shows the problem" if check.check.startswith("finding:") else "violated"
+        console.print(f"FAILED {decision}: {check.check} {what}: {check.detail}", markup=False)
+    if result.passed:
+        console.print("PASS: nothing regressed, nothing failed", markup=False)
+    else:
+        regressed = result.counts.get("regressed", 0)
+        missing = result.counts.get("not_replayed", 0)
+        console.print(
+            f"FAIL: {regressed} regressed, {len(result.failures)} failing check(s), {missing} not replayed",
+            markup=False,
+        )
+
+
+def _print_probe(result: ProbeResult, console: Console) -> None:
+    axes = " × ".join(f"{a.name}={a.spec}" for a in result.axes)
+    console.print(f"probe {result.decision_id}: {axes} ({result.replays} replays)", markup=False)
+    console.print(f"judge: {result.judge.describe()}", markup=False)
+    memory = result.axes[0].name.startswith("memory.")
+    table = Table()
+    for column in (
+        *(a.name for a in result.axes),
+        "working set sent" if memory else "value",
+        "runs",
+        "verdict",
+    ):
+        table.add_column(column, overflow="fold")
+    for point in result.points:
+        if point.measure is None:
+            measure = ""
+        else:
+            measure = format_size(point.measure) if memory else f"{point.measure:g}"
+        verdict = {"hit": result.judge.verb, "miss": "no", "mixed": f"{point.hits}/{point.runs}"}.get(
+            point.state, "undecided"
+        )
+        series = [short_label(point.series)] if point.series else []
+        table.add_row(short_label(point.x), *series, measure, str(point.runs), verdict)
+    console.print(table)
+    console.print(f"boundary: {result.summary}", markup=False)
+    for caveat in result.caveats:
+        console.print(f"caveat: {caveat}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
     app.command("replay")(replay_command)
     app.command("bisect")(bisect_command)
     app.command("regress")(regress_command)
+    app.command("probe")(probe_command)
 
 
 __all__: list[Any] = ["register"]

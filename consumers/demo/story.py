@@ -78,7 +78,7 @@ class DemoResult:
             f"Root cause: {cause}. "
             f"Replaying {self.failed_decision} {outcome}; varying "
             f"{' and '.join(self.implicated)} alone clears it, while {', '.join(self.cleared)} "
-            f"change nothing. Bisect over {', '.join(PROMPT_VERSIONS)} names {self.bisect_first} "
+            f"change nothing (one value each, one run). Bisect over {', '.join(PROMPT_VERSIONS)} names {self.bisect_first} "
             f"in {self.bisect_replays} replays."
         )
 
@@ -195,7 +195,9 @@ def run_demo(
         f"  blackbox show {failed_id}\n"
         f"  blackbox verify {failed_id}\n"
         f"  blackbox replay {failed_id} --model-callable consumers.demo.model:ScriptedSupportModel "
-        f"--vary system_prompt=@prompt-v4.6.txt\n"
+        f"--vary system_prompt=v4.6\n"
+        f"  blackbox probe {failed_id} --model-callable consumers.demo.model:ScriptedSupportModel "
+        f"--sweep memory.truncate=0..16KB/1KB --sweep system_prompt=versions\n"
         f"  blackbox report --out report.html"
     )
     (data_dir / "prompt-v4.6.txt").write_text(system_prompt("v4.6"), encoding="utf-8")

@@ -5,17 +5,22 @@ recorded tool answers and captured external state → compare with the capture. 
 ``consumers/replay/replayer.py`` for the flow and DESIGN decisions 10-13 for the rules. A wire
 capture sends its recorded bytes instead of a rebuilt request (``wire_request``, ``wire_loop``,
 ``wire_variation``, ``wire_client``); every report states what the capture's fidelity lets it
-prove (``fidelity``).
+prove (``fidelity``). Variables name what they change (``versions``, ``memory_variation``); a
+probe sweeps one to map the failure boundary (``probe``); regress judges replayed outputs by the
+pacts and a finding's rule (``checks``, ``regress``).
 """
 
 from consumers.replay.agent_hook import AgentFunction, AgentRun, ReplayHandles, StepLimitReached, run_agent
 from consumers.replay.bisect import BisectResult, ExplainResult, bisect_candidates, explain_change
+from consumers.replay.checks import Check, CheckResult, checks_of, replayed_capture
 from consumers.replay.clients import CallableModelClient, ModelClient, ModelNotFound, OpenAICompatibleClient
 from consumers.replay.endpoints import EndpointNotAllowed, EndpointPolicy, InsecureEndpoint, ModelEndpoint
 from consumers.replay.loop import tool_calling_loop
 from consumers.replay.outcome import Comparison, Outcome, compare
-from consumers.replay.regress import RegressionResult, regress
+from consumers.replay.probe import Judge, ProbeResult, parse_sweep, probe
+from consumers.replay.regress import DecisionVerdict, RegressionResult, regress
 from consumers.replay.replayer import (
+    NoVariation,
     PreparedCapture,
     Replayer,
     ReplayResult,
@@ -36,6 +41,12 @@ from consumers.replay.variation import (
     parse_variation,
 )
 from consumers.replay.verification import EvidenceVerifier, Verifier
+from consumers.replay.versions import (
+    IndexVersionCatalog,
+    StaticVersionCatalog,
+    UnknownVersion,
+    VersionCatalog,
+)
 from consumers.replay.wire_client import HttpWireClient, WireClient, WireReply
 from consumers.replay.wire_request import WireCall, WireInputs
 
@@ -45,8 +56,11 @@ __all__ = [
     "BisectResult",
     "CallableModelClient",
     "CaptureSource",
+    "Check",
+    "CheckResult",
     "Comparison",
     "ContentAbsent",
+    "DecisionVerdict",
     "EndpointNotAllowed",
     "EndpointPolicy",
     "EvidenceVerifier",
@@ -56,17 +70,21 @@ __all__ = [
     "HttpToolBackend",
     "HttpWireClient",
     "IndexReplayRunLog",
+    "IndexVersionCatalog",
     "IndexedCaptureSource",
     "InsecureEndpoint",
     "InvalidVariation",
+    "Judge",
     "ListReplayRunLog",
     "LiveTools",
     "ModelClient",
     "ModelEndpoint",
     "ModelNotFound",
+    "NoVariation",
     "OpenAICompatibleClient",
     "Outcome",
     "PreparedCapture",
+    "ProbeResult",
     "RegressionResult",
     "ReplayHandles",
     "ReplayReport",
@@ -76,13 +94,16 @@ __all__ = [
     "ReplayRunRow",
     "Replayer",
     "Sandbox",
+    "StaticVersionCatalog",
     "StepLimitReached",
     "ToolBackend",
     "ToolCall",
+    "UnknownVersion",
     "UnverifiedCapture",
     "Variance",
     "Variation",
     "Verifier",
+    "VersionCatalog",
     "WireCall",
     "WireClient",
     "WireInputs",
@@ -91,15 +112,19 @@ __all__ = [
     "bisect_candidates",
     "build_report",
     "characterize",
+    "checks_of",
     "compare",
     "distribution",
     "explain_change",
     "load_configuration",
+    "parse_sweep",
     "parse_variation",
+    "probe",
     "rebuild_request",
     "regress",
     "render_table",
     "replay_with_report",
+    "replayed_capture",
     "report_json",
     "run_agent",
     "tool_calling_loop",

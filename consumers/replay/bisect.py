@@ -52,12 +52,22 @@ class BisectResult:
     def replays(self) -> int:
         return len(self.steps)
 
+    @property
+    def verdict(self) -> str:
+        """The answer with its evidence: which candidates were replayed, once each."""
+        tried = ", ".join(s.label for s in sorted(self.steps, key=lambda s: s.index))
+        evidence = f"{self.replays} of {len(self.labels)} candidates replayed, 1 run each: {tried}"
+        if self.first_label is None:
+            return f"none of the candidates {self.target} the captured outcome ({evidence})"
+        return f"first candidate that {self.target} the captured outcome: {self.first_label} ({evidence})"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "decisionId": self.decision_id,
             "target": self.target,
             "candidates": list(self.labels),
             "first": self.first_label,
+            "verdict": self.verdict,
             "replays": self.replays,
             "steps": [
                 {
@@ -135,7 +145,14 @@ class ExplainResult:
             "outcomeDiffers": self.outcome_differs,
             "culprits": [list(c) for c in self.culprits],
             "replays": self.replays,
-            "steps": [{"variables": list(s.variables), "flips": s.flips} for s in self.steps],
+            "steps": [
+                {
+                    "variables": list(s.variables),
+                    "flips": s.flips,
+                    "verdict": f"{'flips the outcome' if s.flips else 'no change'} (1 run)",
+                }
+                for s in self.steps
+            ],
         }
 
 

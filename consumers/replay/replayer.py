@@ -12,6 +12,8 @@ then replays the prepared capture as captured or under a variation as often as n
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,11 +23,12 @@ from consumers.access import AccessGate, Caller, denial, raise_if_denied
 from consumers.replay.agent_hook import DEFAULT_MAX_MODEL_CALLS, AgentFunction, AgentRun, run_agent
 from consumers.replay.clients import ModelClient, ModelNotFound
 from consumers.replay.loop import tool_calling_loop
+from consumers.replay.memory_variation import memory_items
 from consumers.replay.outcome import Comparison, Outcome, compare
 from consumers.replay.request import HashCheck, rebuild_request
 from consumers.replay.sandbox import LiveTools, Sandbox, ToolBackend, ToolCall, externals_of
 from consumers.replay.source import CaptureSource
-from consumers.replay.variation import ReplayInputs, Variation, apply_all
+from consumers.replay.variation import InvalidVariation, ReplayInputs, Variation, apply_all
 from consumers.replay.verification import Verifier
 from consumers.replay.wire_client import WireClient
 from consumers.replay.wire_loop import run_wire
@@ -38,6 +41,10 @@ PREPARE_BATCH = 64
 
 class UnverifiedCapture(VerificationError):
     """No verifier was configured, so the capture's signature and hashes were not checked."""
+
+
+class NoVariation(InvalidVariation):
+    """A variation whose value equals the captured one: replaying it would test nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +221,14 @@ class Replayer:
         raise_if_denied(self._gate.authorize_many(self._caller, [loaded], action="replay")[0])
         return self._check(loaded)
 
+    def read(self, decision_id: str) -> Mapping[str, Any]:
+        """Load, pass the gate and verify one capture, without rebuilding it (to read a value out of
+        it, e.g. the prompt text of a version); raise on any refusal."""
+        loaded = self._source.load(decision_id)
+        raise_if_denied(self._gate.authorize_many(self._caller, [loaded], action="replay")[0])
+        self._verify(loaded)
+        return loaded
+
     def prepare_many(self, decision_ids: Iterable[str]) -> Iterator[PreparedCapture | ReplayResult]:
         """Prepare in batches (one access-log write per batch); refusals come back as failed results."""
         batch: list[str] = []
@@ -364,7 +379,10 @@ class Replayer:
         return PreparedCapture(
             capture=capture,
             inputs=ReplayInputs(
-                request=rebuilt.request, rendered=rebuilt.rendered, externals=externals_of(capture)
+                request=rebuilt.request,
+                rendered=rebuilt.rendered,
+                externals=externals_of(capture),
+                memory=memory_items(capture, rebuilt.rendered),
             ),
             checks=rebuilt.checks,
             verified=verified,
@@ -422,6 +440,32 @@ def _apply(inputs: ReplayInputs | WireInputs, variations: Sequence[Variation]) -
     if isinstance(inputs, WireInputs):
         return apply_all_wire(inputs, variations)
     return apply_all(inputs, variations)
+
+
+def vary_inputs(prepared: PreparedCapture, variations: Sequence[Variation]) -> ReplayInputs | WireInputs:
+    """What a run under ``variations`` would send and answer from (nothing is sent)."""
+    return _apply(prepared.inputs, variations) if variations else prepared.inputs
+
+
+def inputs_key(inputs: ReplayInputs | WireInputs) -> str:
+    """A digest of everything a run sends and answers from: equal keys, identical runs."""
+    digest = hashlib.sha256()
+    if isinstance(inputs, WireInputs):
+        for call in inputs.calls:
+            digest.update(call.body)
+            digest.update(b"\x00")
+    else:
+        digest.update(inputs.request.body().encode("utf-8"))
+    digest.update(json.dumps(dict(inputs.externals), sort_keys=True, default=str).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def require_variation(prepared: PreparedCapture, variation: Variation) -> None:
+    """Refuse (:class:`NoVariation`) a variation that leaves the request and the world as captured."""
+    if inputs_key(vary_inputs(prepared, [variation])) == inputs_key(prepared.inputs):
+        raise NoVariation(
+            "no variation: equals the captured value, so it would test nothing", path=variation.describe()
+        )
 
 
 def _model(inputs: ReplayInputs | WireInputs) -> str:

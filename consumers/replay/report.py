@@ -4,7 +4,10 @@ For each run: final output equal?, tool-call sequence equal?, first divergent st
 The as-captured replay is compared with the original capture (does the failure reproduce?); each
 variation is compared with the as-captured replay, its control, so model drift since capture
 time is not mistaken for the variable's effect. Verdicts:
-``outcome changed → <variable> is implicated`` or ``no change → <variable> cleared``.
+``outcome changed → <variable> is implicated`` or ``no change → <variable> cleared for 1 value
+tried (<value>; <n> runs)``: one value that does not flip the outcome clears the variable for that
+value only, and the verdict says so (a sweep over many values is ``blackbox probe``). A variation
+equal to the captured value is refused before anything runs (:class:`NoVariation`).
 
 Rendered as a rich table (default) or JSON; :func:`run_rows` turns it into ``replay_runs`` rows.
 """
@@ -22,7 +25,7 @@ from rich.table import Table
 
 from consumers.replay.fidelity import fidelity_note, fidelity_of
 from consumers.replay.outcome import Comparison, Outcome, compare
-from consumers.replay.replayer import PreparedCapture, Replayer, ReplayResult
+from consumers.replay.replayer import PreparedCapture, Replayer, ReplayResult, require_variation
 from consumers.replay.runlog import ReplayRunRow
 from consumers.replay.variance import Variance, distribution
 from consumers.replay.variation import Variation
@@ -113,7 +116,7 @@ def build_report(
                 variation=variation,
                 result=result,
                 comparison=comparison,
-                verdict=_variation_verdict(variation, result, comparison),
+                verdict=_variation_verdict(variation, result, comparison, runs=len(attempts)),
                 variance=dist,
                 attempts=tuple(attempts),
             )
@@ -146,12 +149,17 @@ def _control_verdict(result: ReplayResult, comparison: Comparison | None) -> str
     return f"does not reproduce the capture (first divergent step {comparison.first_divergent_step})"
 
 
-def _variation_verdict(variation: Variation, result: ReplayResult, comparison: Comparison | None) -> str:
+def _variation_verdict(
+    variation: Variation, result: ReplayResult, comparison: Comparison | None, *, runs: int
+) -> str:
     if comparison is None:
         return f"replay failed: {result.replay_failure}"
     if comparison.changed:
         return f"outcome changed → {variation.name} is implicated"
-    verdict = f"no change → {variation.name} cleared"
+    verdict = (
+        f"no change → {variation.name} cleared for 1 value tried "
+        f"({variation.describe()}; {runs} run{'' if runs == 1 else 's'})"
+    )
     if variation.variable == "external_state" and variation.field not in result.external_reads:
         verdict += " (the replay never read it)"
     return verdict
@@ -374,10 +382,13 @@ def replay_with_report(
     """Replay as captured and under each variation (``runs`` times each) and build the report.
 
     An as-captured replay that cannot reach the model at all (model unavailable and no substitute,
-    endpoint down) raises: there is nothing to compare against.
+    endpoint down) raises: there is nothing to compare against. A variation equal to the captured
+    value raises :class:`~consumers.replay.replayer.NoVariation` before anything runs.
     """
     if runs < 1:
         raise ValueError("runs must be at least 1")
+    for variation in variations:
+        require_variation(prepared, variation)
     as_captured = [replayer.run(prepared) for _ in range(runs)]
     failure = as_captured[0].replay_failure
     if isinstance(failure, ModelClientError):

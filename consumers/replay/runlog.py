@@ -15,12 +15,14 @@ from typing import Literal, Protocol
 from consumers.access.log import TableWriter
 from consumers.replay.store import insert_runs
 
-RunKind = Literal["replay", "variation", "bisect", "regress", "variance"]
+RunKind = Literal["replay", "variation", "bisect", "regress", "variance", "probe"]
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayRunRow:
-    """One row of ``replay_runs`` (columns of the same names)."""
+    """One row of ``replay_runs`` (columns of the same names). ``suite`` names the finding whose
+    suite a regress run replayed; ``probe_point`` is a probe row's place in its sweep, as JSON
+    (``{"step", "x", "measure", "series"}``: :mod:`consumers.replay.probe`)."""
 
     run_id: str
     at: datetime
@@ -39,6 +41,8 @@ class ReplayRunRow:
     verdict: str
     outcome_changed: bool
     detail: str
+    suite: str = ""
+    probe_point: str = ""
 
 
 class ReplayRunLog(Protocol):

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from consumers.replay.variation import InvalidVariation, Variation
+from consumers.replay.variation import InvalidVariation, Variation, vary_external
 from consumers.replay.wire_request import WireCall, WireInputs
 from producers.context import ContextSpan
 from producers.wire.body import escape_text, layout, remove_member, set_member, splice
@@ -37,14 +37,14 @@ _NOT_SAMPLING = frozenset({"model", "tools", "system", "instructions", "stream",
 
 def apply_wire_variation(inputs: WireInputs, variation: Variation) -> WireInputs:
     """``inputs`` with exactly one variable replaced (see the module docstring)."""
+    if variation.variable == "request" or (variation.variable == "memory" and variation.field):
+        raise InvalidVariation(
+            "a wire capture is varied inside its recorded bytes, where this variable has no single span "
+            "to splice; vary memory=[...] entry by entry instead, or replay an sdk capture",
+            path=variation.name,
+        )
     if variation.variable == "external_state":
-        key = variation.field or ""
-        if key not in inputs.externals:
-            known = ", ".join(inputs.externals) or "none"
-            raise InvalidVariation(
-                f"the capture has no external state {key!r} (captured: {known})", path=variation.name
-            )
-        return replace(inputs, externals={**inputs.externals, key: variation.value})
+        return replace(inputs, externals=vary_external(inputs.externals, variation))
     calls = tuple(
         _vary_call(call, variation) if index == 0 or not call.extends_previous else call
         for index, call in enumerate(inputs.calls)

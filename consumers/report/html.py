@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -68,6 +69,34 @@ function bars(id, rows, label, value, fmt) {
     el('text', {x: L + w + 6, y: i * rowH + 17, class: 'tick'}, svg).textContent = fmt(value(r));
   });
 }
+function probe(id, p) {
+  if (!p || !p.series) return;  // the caption says there is no probe yet
+  const names = Object.keys(p.series);
+  const W = 720, H = 260, L = 56, R = 150, T = 12, B = 36;
+  const pts = names.flatMap(n => p.series[n]);
+  const xmin = Math.min(...pts.map(q => q[0])), xmax = Math.max(...pts.map(q => q[0]));
+  const X = x => L + (xmax === xmin ? 0 : (x - xmin) * (W - L - R) / (xmax - xmin));
+  const Y = y => T + (H - T - B) * (1 - y);
+  const labels = new Map(pts.map(q => [q[0], q[2]]));
+  const xfmt = p.bytes ? (x => (x / 1024).toFixed(1) + ' KB') : (p.numeric ? (x => String(x)) : (x => labels.get(x)));
+  const svg = frame(id, W, H);
+  el('line', {x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: '#999'}, svg);
+  el('line', {x1: L, y1: T, x2: L, y2: H - B, stroke: '#999'}, svg);
+  for (const f of [0, 0.5, 1]) el('text', {x: L - 6, y: Y(f) + 4, 'text-anchor': 'end', class: 'tick'}, svg).textContent = pct(f);
+  const xs = [...new Set(pts.map(q => q[0]))].sort((a, b) => a - b);
+  const step = Math.max(1, Math.ceil(xs.length / 8));
+  xs.forEach((x, i) => { if (i % step === 0)
+    el('text', {x: X(x), y: H - B + 16, 'text-anchor': 'middle', class: 'tick'}, svg).textContent = xfmt(x); });
+  names.forEach((n, i) => {
+    const color = COLORS[i % COLORS.length];
+    const line = p.series[n].slice().sort((a, b) => a[0] - b[0]);
+    el('path', {d: line.map((q, j) => `${j ? 'L' : 'M'}${X(q[0]).toFixed(1)},${Y(q[1]).toFixed(1)}`).join(' '),
+                fill: 'none', stroke: color, 'stroke-width': 2, class: 'series probe'}, svg);
+    line.forEach(q => el('circle', {cx: X(q[0]), cy: Y(q[1]), r: 3, fill: color, class: 'point'}, svg));
+    el('rect', {x: W - R + 12, y: T + i * 18, width: 10, height: 10, fill: color}, svg);
+    el('text', {x: W - R + 28, y: T + i * 18 + 9, class: 'legend'}, svg).textContent = n;
+  });
+}
 const pct = v => (100 * v).toFixed(1) + '%';
 const ms = v => Math.round(v) + ' ms';
 lines('failure-by-prompt', DATA.failure_by_prompt, pct);
@@ -76,6 +105,7 @@ lines('latency', DATA.latency, ms);
 bars('tool-errors', DATA.tool_errors, r => r.tool_name, r => r.error_rate, pct);
 bars('volume', DATA.volume, r => r.tier, r => r.captures, v => v.toLocaleString() + ' captures');
 bars('bytes', DATA.volume, r => r.tier, r => r.bytes, v => (v / 1048576).toFixed(1) + ' MiB');
+probe('probe', DATA.probe);
 document.body.dataset.rendered = document.querySelectorAll('svg.chart').length;
 """
 
@@ -111,6 +141,53 @@ def _replay_table(rows: list[dict[str, Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _gates_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return '<p class="empty">no regression runs yet: <code>blackbox regress --suite NAME --vary ...</code></p>'
+    heads = (
+        "when",
+        "suite",
+        "configuration",
+        "decisions",
+        "fixed",
+        "regressed",
+        "failing",
+        "not replayed",
+        "gate",
+    )
+    body = []
+    for r in rows:
+        cls = "cleared" if r.get("passed") else "changed"
+        cells = (
+            r.get("at"),
+            r.get("suite") or "(sample)",
+            r.get("configuration") or "as captured",
+            r.get("decisions"),
+            r.get("fixed"),
+            r.get("regressed"),
+            r.get("failing"),
+            r.get("not_replayed"),
+            "PASS" if r.get("passed") else "FAIL",
+        )
+        body.append(
+            "<tr>" + "".join(f'<td class="{cls}">{html.escape(str(c))}</td>' for c in cells) + "</tr>"
+        )
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _probe_caption(probe: Mapping[str, Any] | None) -> str:
+    if not probe:
+        return (
+            '<p class="meta">no probe yet: <code>blackbox probe DECISION_ID --sweep VARIABLE=SPEC</code></p>'
+        )
+    return (
+        f'<p class="meta">share of failing runs per point: decision {html.escape(str(probe.get("decision")))}, '
+        f"sweep {html.escape(str(probe.get('variable')))}, one line per value of the second sweep "
+        f"(replay_runs run {html.escape(str(probe.get('run')))})</p>"
+    )
+
+
 def render_report(
     *,
     failure_by_prompt: list[dict[str, Any]],
@@ -121,12 +198,16 @@ def render_report(
     replays: list[dict[str, Any]],
     generated_at: datetime,
     window: str,
+    probe: Mapping[str, Any] | None = None,
+    gates: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The whole page as one string.
 
     Rows come from the trend catalog: ``failure_by_*`` have ``day``, the dimension and ``rate``;
     ``latency`` has ``day``, ``p50``, ``p90``, ``p99``; ``tool_errors`` has ``tool_name`` and
     ``error_rate``; ``volume`` has ``tier``, ``captures``, ``bytes``; ``replays`` are replay_runs rows.
+    ``probe`` is the newest probe as chart data (:func:`consumers.report.data.probe_chart`), ``gates``
+    the newest regress runs (:func:`consumers.report.store.recent_gates`).
     """
     latency_series: dict[str, list[list[Any]]] = {}
     for q in ("p50", "p90", "p99"):
@@ -137,6 +218,7 @@ def render_report(
         "latency": latency_series if latency else {},
         "tool_errors": tool_errors,
         "volume": volume,
+        "probe": dict(probe or {}),
     }
     payload = json.dumps(data, default=str).replace("</", "<\\/")
     return f"""<!doctype html>
@@ -150,6 +232,8 @@ def render_report(
 <h2>Tool error rates</h2><div id="tool-errors"></div>
 <h2>Capture volume by tier</h2><div id="volume"></div>
 <h2>Capture bytes by tier</h2><div id="bytes"></div>
+<h2>Failure boundary (latest probe)</h2>{_probe_caption(probe)}<div id="probe"></div>
+<h2>Regression gates</h2>{_gates_table(gates)}
 <h2>Latest replays and regressions</h2>{_replay_table(replays)}
 <script type="application/json" id="blackbox-data">{payload}</script>
 <script>{_SCRIPT}</script>

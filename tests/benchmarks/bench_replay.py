@@ -201,7 +201,7 @@ def main() -> None:
         print(f"  floor (bare agent loop + model, nothing else)   {floor:8.1f} replays/s")
         for label, config in (
             ("as captured", ()),
-            ("system_prompt=v4.6", (parse_variation("system_prompt=" + system_prompt("v4.6")),)),
+            ("system_prompt=v4.6", (parse_variation("system_prompt=text:" + system_prompt("v4.6")),)),
         ):
             result = regress(
                 replayer_for(source),

@@ -72,5 +72,7 @@ def test_demo_leaves_data_the_commands_can_explore(demo: tuple[Path, str]) -> No
     html = page.read_text(encoding="utf-8")
     assert "v4.7" in html and "system_prompt" in html
     dom = dump_dom(page)
-    assert 'data-rendered="6"' in dom, "the report's six charts were not drawn"
+    rendered = re.search(r'data-rendered="(\d+)"', dom)
+    # Six trend charts, a seventh once a probe has run (tests share the demo's data directory).
+    assert rendered and int(rendered.group(1)) >= 6, "the report's six charts were not drawn"
     assert dom.count('class="series"') >= 3 + 3  # prompt versions + latency percentiles

@@ -75,7 +75,7 @@ def test_cli_replay_json_with_variations(
     assert verdicts == [
         "reproduces the capture",
         "outcome changed → system_prompt is implicated",
-        "no change → sampling.top_p cleared",
+        "no change → sampling.top_p cleared for 1 value tried (sampling.top_p=0.5; 1 run)",
     ]
     assert _access_rows(chdb_root, result.caller) == [
         {"scope": "operator", "decision_id": "dec_golden_identical", "action": "replay", "outcome": "allowed"}
@@ -89,7 +89,11 @@ def test_cli_replay_json_with_variations(
     finally:
         index.close()
     assert runs == [
-        {"kind": "variation", "variable": "sampling.top_p", "verdict": "no change → sampling.top_p cleared"}
+        {
+            "kind": "variation",
+            "variable": "sampling.top_p",
+            "verdict": "no change → sampling.top_p cleared for 1 value tried (sampling.top_p=0.5; 1 run)",
+        }
     ]
 
 
@@ -159,10 +163,18 @@ def test_cli_regress_over_a_directory(cli: Callable[..., Any], golden_dir: Path,
     config = tmp_path / "new.toml"
     config.write_text(f'system_prompt = "@{prompt.name}"\n', encoding="utf-8")
     result = cli("regress", "--dir", str(golden_dir), "--config", str(config), "--json", "--workers", "2")
-    assert result.exit_code == 0, result.output
+    # The tampered golden cannot be replayed: the run does not pass, and says which decision and why.
+    assert result.exit_code == 1, result.output
     body = json.loads(result.stdout)
-    assert body["replayed"] == 3
-    assert body["counts"] == {"unchanged": 0, "changed": 0, "diverged": 2, "failed": 1}
+    assert body["replayed"] == 3 and body["passed"] is False
+    assert body["counts"] == {"unchanged": 0, "changed": 0, "diverged": 2, "not_replayed": 1}
+    refused = next(d for d in body["decisions"] if d["status"] == "not_replayed")
+    assert refused["decisionId"] == "dec_golden_tampered" and "ContentHashMismatch" in refused["reason"]
+
+    table = cli("regress", "--dir", str(golden_dir), "--config", str(config), "--workers", "2")
+    assert table.exit_code == 1
+    assert "dec_golden_tampered" in table.stdout and "not replayed: ContentHashMismatch" in table.stdout
+    assert "FAIL: 0 regressed, 0 failing check(s), 1 not replayed" in table.stdout
 
 
 def test_cli_live_needs_authorization(cli: Callable[..., Any], golden_dir: Path) -> None:

@@ -26,7 +26,7 @@ def _write_history(directory: Path, signer: Signer) -> dict[str, str]:
         )
         if n == 5:
             capture["executionTrace"]["toolCalls"][0]["output"]["name"] = "Someone Else"
-            expected[capture["decisionId"]] = "failed"
+            expected[capture["decisionId"]] = "not_replayed"
         else:
             # Under the v4.6 prompt only v4.7-with-big-memory decisions change (the refund amount is fixed).
             expected[capture["decisionId"]] = "diverged" if (version == "v4.7" and big) else "unchanged"
@@ -57,11 +57,13 @@ def test_regress_reports_changed_decisions_and_records_every_run(
     )
 
     assert result.status == {d: expected[d] for d in ids}
-    assert result.counts == {"unchanged": 5, "changed": 0, "diverged": 6, "failed": 1}
+    assert result.counts == {"unchanged": 5, "changed": 0, "diverged": 6, "not_replayed": 1}
     assert sorted(result.changed) == sorted(d for d, s in expected.items() if s == "diverged")
+    assert not result.passed  # a decision that could not be replayed fails the gate
     body = result.to_json()
-    assert all(entry["firstDivergentStep"] == 3 for entry in body["changed"])
-    assert "ContentHashMismatch" in body["failed"]["dec_hist_05"]
+    shown = {entry["decisionId"]: entry for entry in body["decisions"]}
+    assert all(entry["firstDivergentStep"] == 3 for entry in shown.values() if entry["status"] == "diverged")
+    assert "ContentHashMismatch" in shown["dec_hist_05"]["reason"]
 
     rows = index.query(
         "SELECT decision_id, kind, variable, verdict, outcome_changed FROM replay_runs WHERE run_id = {r:String}",
@@ -69,7 +71,10 @@ def test_regress_reports_changed_decisions_and_records_every_run(
     )
     assert len(rows) == 12
     assert {r["kind"] for r in rows} == {"regress"} and {r["variable"] for r in rows} == {"system_prompt"}
-    assert {r["decision_id"]: r["verdict"] for r in rows} == expected
+    assert {r["decision_id"]: r["verdict"] for r in rows} == {
+        d: v.summary() for d, v in result.verdicts.items()
+    }
+    assert {r["verdict"] for r in rows if expected[r["decision_id"]] == "diverged"} == {"diverged at step 3"}
     access = index.query("SELECT count() AS n FROM access_log")
     assert access[0]["n"] == 12
 

@@ -61,7 +61,9 @@ def test_unrelated_variables_are_cleared(make_replayer: Callable[..., Replayer])
     body = report_json(replay_with_report(replayer, prepared, variations=variations))
 
     top_p, balance = body["runs"][1], body["runs"][2]
-    assert top_p["verdict"] == "no change → sampling.top_p cleared"
+    assert (
+        top_p["verdict"] == "no change → sampling.top_p cleared for 1 value tried (sampling.top_p=0.5; 1 run)"
+    )
     assert top_p["outcomeChanged"] is False
     assert balance["verdict"].startswith("no change → external_state.customer.balance cleared")
     assert "never read" in balance["verdict"]

@@ -247,7 +247,7 @@ def test_system_prompt_and_memory_variations_splice_their_recorded_spans(
     decision_id = store(capture)
     recorded = [call["requestBody"].encode() for call in capture["executionTrace"]["modelCalls"]]
     for spec, part, text in (
-        ('system_prompt=Be "brief" ✓', "system_prompt", 'Be "brief" ✓'),
+        ('system_prompt=text:Be "brief" ✓', "system_prompt", 'Be "brief" ✓'),
         ('memory=["customer prefers phone"]', "memory:mem_00", "customer prefers phone"),
     ):
         endpoint = FakeEndpoint([_tool_reply(), FINAL_REPLY])

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from headless_browser import dump_dom
 
 from consumers.report import render_report
 
 
-def sample_report() -> str:
+def sample_report(**extra: Any) -> str:
     days = [f"2026-11-{d:02d}" for d in range(1, 8)]
     return render_report(
+        **extra,
         failure_by_prompt=[
             {"day": d, "prompt_version": v, "rate": (0.3 if v == "v4.7" else 0.01)}
             for d in days
@@ -55,3 +58,44 @@ def test_charts_render_in_headless_chromium(tmp_path: Path) -> None:
     assert dom.count('class="series"') == 2 + 1 + 3  # prompt lines + model line + latency percentiles
     assert dom.count('class="bar"') == 2 + 1 + 1
     assert "v4.7" in dom
+
+
+def test_the_probe_chart_and_the_gates_render(tmp_path: Path) -> None:
+    from consumers.report.data import probe_chart
+
+    rows = [
+        {
+            "run_id": "run1",
+            "at": "2026-11-08",
+            "decision_id": "dec_9",
+            "variable": "memory.truncate+system_prompt",
+            "verdict": "fails" if (series == "v4.7" and size > 8192) else "passes",
+            "probe_point": json.dumps(
+                {"step": n, "x": f"{size}", "variable": "memory.truncate", "measure": size, "series": series}
+            ),
+        }
+        for series in ("v4.6", "v4.7")
+        for n, size in enumerate(range(0, 16384, 2048))
+    ]
+    chart = probe_chart(rows)
+    assert chart["bytes"] and chart["series"]["v4.7"][-1] == [14336, 1.0, "14336"]
+    page = tmp_path / "report.html"
+    base = sample_report()
+    assert "no probe yet" in base and "no regression runs yet" in base
+    gates = [
+        {
+            "at": "2026-11-09",
+            "suite": "wrong-refund",
+            "configuration": "system_prompt=v4.6",
+            "decisions": 5,
+            "fixed": 5,
+            "regressed": 0,
+            "failing": 0,
+            "not_replayed": 0,
+            "passed": True,
+        }
+    ]
+    page.write_text(sample_report(probe=chart, gates=gates), encoding="utf-8")
+    dom = dump_dom(page)
+    assert 'data-rendered="7"' in dom
+    assert dom.count('class="point"') == 16 and "wrong-refund" in dom and "PASS" in dom
