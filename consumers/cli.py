@@ -19,6 +19,7 @@ from consumers.commands import (
     keys,
     log,
     otlp,
+    privacy,
     replay,
     retention,
     serve,
@@ -41,6 +42,7 @@ for _module in (
     ingest,  # consume, show
     index,  # trends, query
     retention,  # compact, hold, release, flag
+    privacy,  # erase (crypto-shredding of personal data)
     replay,  # replay, bisect, regress
     finding,  # finding add / list / show
     demo,  # demo, report

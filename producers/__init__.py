@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from producers.claimcheck import ClaimChecker, claim_key, resolve_claim_check
     from producers.context import RenderedContext, render_chat_context
     from producers.decision import AgentConfig, DecisionBuilder, ReplayPolicy
+    from producers.flight import FlightPolicy, FlightStats
     from producers.policy import CaptureLevel, CapturePolicy, strip_content
     from producers.recorder import CaptureFailure, Recorder, RecorderStats
     from producers.settings import BlackboxSettings, load_settings
@@ -39,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "ClaimChecker": "producers.claimcheck",
     "DecisionBuilder": "producers.decision",
     "DeliveryFailed": "producers.transports",
+    "FlightPolicy": "producers.flight",
+    "FlightStats": "producers.flight",
     "KafkaTransport": "producers.transports.kafka.sender",
     "LocalBlobStore": "producers.blobstore",
     "Recorder": "producers.recorder",
@@ -73,6 +76,8 @@ __all__ = [
     "ClaimChecker",
     "DecisionBuilder",
     "DeliveryFailed",
+    "FlightPolicy",
+    "FlightStats",
     "KafkaTransport",
     "LocalBlobStore",
     "Recorder",

@@ -3,6 +3,8 @@
 Per capture, in this order (DESIGN decisions 1, 5, 6):
 
 1. the capture policy picks the level, unless the capture already names one;
+   then, when redaction is on, personal data is replaced by placeholders and the original sealed
+   (:mod:`producers.privacy`; DESIGN decision 16), so what follows never sees it;
 2. :func:`producers.evidence.seal` fills every hash, the working-set root and the signature —
    over the *full* content, so a structured-only capture keeps every hash;
 3. structured-only: the content parts are dropped (the signature still verifies);
@@ -25,12 +27,16 @@ from schemas.errors import BlackboxError, ContractError, TransportError
 
 if TYPE_CHECKING:
     from producers.evidence import Signer
+    from producers.privacy.protect import Redactor
 
 __all__ = ["Prepared", "Stage", "StageFailed", "prepare_capture", "prepare_flag"]
 
 # "record": values the runtime gave could not be recorded as given (producers/unrecordable.py);
-# the capture was still made, with markers in their place.
-Stage = Literal["record", "queue", "build", "seal", "encode", "claim_check", "send", "delivery", "close"]
+# the capture was still made, with markers in their place. "flight": the flight recorder
+# (producers/flight.py) no longer held a flagged decision's content, or failure_when raised.
+Stage = Literal[
+    "record", "queue", "build", "seal", "encode", "claim_check", "send", "delivery", "close", "flight"
+]
 
 
 class StageFailed(Exception):
@@ -44,10 +50,15 @@ class StageFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """The message value to send, and whether it is a claim check standing in for the capture."""
+    """The message value to send, and whether it is a claim check standing in for the capture.
+
+    ``held``: with ``hold=True``, the sealed capture *with* its content when what is sent is
+    structured-only (for the flight recorder); else None.
+    """
 
     data: bytes
     claim_checked: bool = False
+    held: dict[str, Any] | None = None
 
 
 def prepare_capture(
@@ -58,11 +69,15 @@ def prepare_capture(
     claims: ClaimChecker | None,
     max_message_bytes: int,
     owned: bool = False,
+    hold: bool = False,
+    redactor: Redactor | None = None,
 ) -> Prepared:
     """Seal, strip (structured-only), encode and claim-check one capture.
 
     ``owned=True`` lets sealing fill ``capture`` in place (the caller built it and drops it) and
-    reuse the hashes the SDK pinned on its own configuration snapshots.
+    reuse the hashes the SDK pinned on its own configuration snapshots. ``hold=True`` returns the
+    sealed full capture beside a structured-only one (:attr:`Prepared.held`). ``redactor``: personal
+    data is redacted and the original sealed first (:mod:`producers.privacy`), failures at ``seal``.
     """
     from producers.evidence import seal
 
@@ -75,11 +90,15 @@ def prepare_capture(
                 decision_id=capture["decisionId"], consequential=bool(capture["consequential"]["flagged"])
             )
         stage = "seal"
-        sealed = policy.apply(seal(capture, signer, copy=not owned, pinned=owned))
+        if redactor is not None:  # personal data out before anything is signed or sent
+            capture = redactor.protect(capture, owned=owned)
+        full = seal(capture, signer, copy=not owned, pinned=owned)
+        sealed = policy.apply(full)
+        held = full if hold and sealed is not full else None
         stage = "encode"
         data = encode_capture(sealed)
         if len(data) <= max_message_bytes:
-            return Prepared(data)
+            return Prepared(data, held=held)
         stage = "claim_check"
         if claims is None:
             raise TransportError(
@@ -87,7 +106,7 @@ def prepare_capture(
                 "and no blob store is configured for a claim check"
             )
         return Prepared(
-            encode_event("claim_check", claims.check_in(data, capture=sealed)), claim_checked=True
+            encode_event("claim_check", claims.check_in(data, capture=sealed)), claim_checked=True, held=held
         )
     except Exception as exc:
         raise StageFailed(stage, as_blackbox(exc)) from exc

@@ -39,6 +39,7 @@ CONTENT_FIELDS: tuple[tuple[str, str | None, str], ...] = (
     ("executionTrace", "modelCalls", "responseBody"),
     ("executionTrace", None, "finalOutputText"),
     ("externalState", "observableExternals", "capturedValue"),
+    ("privacy", None, "sealedOriginal"),  # capture/v3: the original of redacted parts, encrypted
 )
 
 

@@ -45,13 +45,31 @@ from producers.clock import Clock, system_clock
 from producers.config import AgentConfig, ReplayPolicy, agent_config, pin_config
 from producers.decision import DecisionBuilder
 from producers.evidence.events import flag_event
+from producers.flight import (
+    NO_FLIGHT,
+    FailurePredicate,
+    FlightPolicy,
+    FlightRecorder,
+    FlightStats,
+    failure_indicator,
+)
 from producers.pipeline import Prepared, Stage, StageFailed, as_blackbox, prepare_capture, prepare_flag
 from producers.policy import CapturePolicy
-from schemas.errors import BlackboxError, ContractError, QueueFull, TransportError, Unrecordable
+from producers.privacy.protect import RedactMode, Redactor, RedactPatterns
+from schemas.errors import (
+    BlackboxError,
+    ContentNotHeld,
+    ContractError,
+    FailurePredicateFailed,
+    QueueFull,
+    TransportError,
+    Unrecordable,
+)
 
 if TYPE_CHECKING:
     from producers.blobstore import BlobStore
     from producers.evidence import Signer
+    from producers.privacy.keys import Vault
     from producers.settings import BlackboxSettings
     from producers.transports import DeliveryFailed, Transport
 
@@ -67,7 +85,8 @@ class RecorderStats:
     ``unrecordable``: captures (and ``configure`` calls) in which values the runtime gave could not
     be recorded as given and were replaced by markers (each also reported through ``on_error``);
     such a capture is still counted as enqueued and then delivered or failed. ``on_error_raised``:
-    times the ``on_error`` callback itself raised (logged, never propagated).
+    times the ``on_error`` callback itself raised (logged, never propagated). ``flight``: the flight
+    recorder's counters (:class:`~producers.flight.FlightStats`; all zero when it is off).
     """
 
     enqueued: int
@@ -78,6 +97,7 @@ class RecorderStats:
     outstanding: int
     unrecordable: int = 0
     on_error_raised: int = 0
+    flight: FlightStats = NO_FLIGHT
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +105,9 @@ class CaptureFailure:
     """What ``on_error`` receives: which decision (or flag) was lost, at which stage, and why.
 
     ``partial=True`` (stage ``record``): the capture was *not* lost; it was made with markers in
-    place of values that could not be recorded as given, which ``error`` names.
+    place of values that could not be recorded as given, which ``error`` names. ``partial=True``
+    (stage ``flight``): nothing was lost either; a flag was sent but the flight recorder no longer
+    held the content (:class:`ContentNotHeld`), or ``failure_when`` raised (:class:`FailurePredicateFailed`).
     """
 
     decision_id: str | None
@@ -96,16 +118,19 @@ class CaptureFailure:
     partial: bool = False
 
     def __str__(self) -> str:
+        if self.stage == "flight":
+            return f"{self.kind} {self.decision_id}: {self.error}"
         if self.partial:
             return f"{self.kind} {self.decision_id} recorded with unrecordable values replaced: {self.error}"
         return f"{self.kind} {self.decision_id} lost at {self.stage}: {self.error}"
 
 
 class _Flag:
-    __slots__ = ("value",)
+    __slots__ = ("at", "value")
 
-    def __init__(self, value: dict[str, Any]) -> None:
+    def __init__(self, value: dict[str, Any], at: datetime) -> None:
         self.value = value
+        self.at = at  # the recorder's clock when flagged: the flight recorder's window is measured to it
 
 
 class _Assembled:
@@ -139,6 +164,17 @@ class Recorder:
 
     Thread-safe: many runtime threads may record decisions on one recorder. ``on_error`` runs on
     the worker thread (or on the caller's thread for queue-full drops); keep it quick.
+
+    ``flight``: the flight recorder's window and byte cap (:mod:`producers.flight`; None: the
+    defaults, 15 minutes and 64 MiB; ``FlightPolicy(max_bytes=0)``: off). While it is on, a routine
+    decision whose capture shows a failure (:func:`~producers.flight.failure_indicator`, or
+    ``failure_when`` returning truthy) is captured in full at once, consequential with the reason.
+
+    ``redact``: personal data is redacted in every capture before it is sealed (:mod:`producers.privacy`;
+    ``"builtin"`` by default, ``"presidio"``, or ``"off"``), plus whatever ``redact_patterns`` (regular
+    expressions, or a mapping kind -> expression) match; the original parts are kept sealed under a
+    per-decision data key in ``vault`` (``from_settings`` wires the key file and the blob store;
+    without a vault the originals are not kept).
     """
 
     def __init__(
@@ -159,6 +195,11 @@ class Recorder:
         replay_policy: ReplayPolicy | None = None,
         snapshot: bool = True,
         sign_flags: bool = True,
+        flight: FlightPolicy | None = None,
+        failure_when: FailurePredicate | None = None,
+        redact: RedactMode = "builtin",
+        redact_patterns: RedactPatterns | None = None,
+        vault: Vault | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.runtime_id = runtime_id
@@ -179,6 +220,10 @@ class Recorder:
         self._on_error = on_error
         self._copies = snapshot
         self._sign_flags = sign_flags
+        flight = flight or FlightPolicy()
+        self._flight = FlightRecorder(flight) if flight.enabled else None
+        self._failure_when = failure_when
+        self._redactor = Redactor.create(redact, patterns=redact_patterns, vault=vault)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -208,24 +253,31 @@ class Recorder:
         **options: Any,
     ) -> Recorder:
         """A recorder wired from settings (env ``BLACKBOX_*``): transport, signing key, blob store,
-        message limit and capture policy; explicit arguments win."""
+        message limit, capture policy and flight recorder; explicit arguments win."""
         from producers.blobstore import open_blob_store
         from producers.evidence import load_signer
+        from producers.privacy.protect import vault_from_settings
         from producers.settings import load_settings
         from producers.transports import open_sender
 
         settings = settings or load_settings()
         if signer is None:
             signer = load_signer(settings.signing_key, settings.signing_key_b64)
+        blob_store = blob_store or open_blob_store(settings)
+        if settings.redact != "off":
+            options.setdefault("redact", settings.redact)
+            options.setdefault("vault", vault_from_settings(settings, blob_store))
+        else:
+            options.setdefault("redact", "off")
         return cls(
             agent_id=agent_id,
             runtime_id=runtime_id,
             signer=signer,
             transport=transport or open_sender(settings, **(transport_options or {})),
-            blob_store=blob_store or open_blob_store(settings),
+            blob_store=blob_store,
             policy=policy or CapturePolicy.from_settings(settings),
             max_message_bytes=settings.max_message_bytes,
-            **options,
+            **{"flight": FlightPolicy.from_settings(settings), **options},
         )
 
     # --- the runtime's side ----------------------------------------------------------------------
@@ -311,8 +363,16 @@ class Recorder:
     ) -> bool:
         """Upgrade an earlier decision to consequential (e.g. a failure signal that arrived later).
 
-        Sends a ``flag`` event on the same key as the captures, so it follows them in order.
-        Never raises: a flag that cannot be made is reported (and counted failed), and False returned.
+        Sends a ``flag`` event on the same key as the captures, so it follows them in order. If the
+        decision went out structured-only and the flight recorder still holds its content (within
+        the window, measured to now), the *full* capture follows the flag: same decision id, same
+        hashes, ``captureLevel`` full, consequential with ``reason``; ingest upgrades the
+        structured-only record to it. If the content is no longer held, the flag is still sent and
+        ``on_error`` (or the log) says so plainly (:class:`ContentNotHeld`, stage ``flight``,
+        counted in ``stats.flight.not_held``); a decision captured in full already needs nothing.
+
+        Returns True when the flag was queued. Never raises: a flag that cannot be made is reported
+        (and counted failed), and False returned.
         """
         try:
             if type(decision_id) is not str or type(reason) is not str:
@@ -320,17 +380,18 @@ class Recorder:
                     f"decision_id and reason must be strings, got {type(decision_id).__name__} and "
                     f"{type(reason).__name__}"
                 )
+            now = self._now([])
             value = flag_event(
                 decision_id,
                 agent_id=self.agent_id,
                 reason=reason,
-                flagged_at=flagged_at or self._now([]),
+                flagged_at=flagged_at or now,
                 failure=failure,
             )
         except Exception as exc:
             self._lost("flag", decision_id if isinstance(decision_id, str) else None, as_blackbox(exc))
             return False
-        return self._enqueue(_Flag(value), consequential=True, decision_id=decision_id, kind="flag")
+        return self._enqueue(_Flag(value, now), consequential=True, decision_id=decision_id, kind="flag")
 
     def _now(self, problems: list[str]) -> datetime:
         """The recorder's clock, or the system clock (with a problem) if it fails or is naive."""
@@ -407,6 +468,7 @@ class Recorder:
                 outstanding=self._outstanding(),
                 unrecordable=self._unrecordable,
                 on_error_raised=self._on_error_raised,
+                flight=NO_FLIGHT if self._flight is None else self._flight.stats,
             )
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -446,6 +508,8 @@ class Recorder:
             except queue.Full:
                 self._fail_unprocessed()
         self._worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()) + 1.0)
+        if self._flight is not None and not self._worker.is_alive():
+            self._flight.close()  # held content (and spill files) go with the recorder
         remaining = None if deadline is None else max(0.5, deadline - time.monotonic())
         try:
             self._transport.close(remaining)
@@ -539,10 +603,11 @@ class Recorder:
 
     def _process(self, item: Any) -> None:
         kind, decision_id = _describe(item)
+        if isinstance(item, _Flag):
+            self._process_flag(item, decision_id)
+            return
         try:
-            if isinstance(item, _Flag):
-                prepared = prepare_flag(item.value, signer=self._signer if self._sign_flags else None)
-            elif isinstance(item, DecisionBuilder):
+            if isinstance(item, DecisionBuilder):
                 prepared = self._prepare_recorded(
                     item.to_capture,
                     owned=True,
@@ -562,6 +627,126 @@ class Recorder:
             self._settle(False, CaptureFailure(decision_id, self.agent_id, kind, failed.stage, failed.error))
             return
         self._send(kind, decision_id, prepared)
+        flight = self._flight
+        if flight is not None and decision_id is not None:
+            if prepared.held is not None:
+                flight.hold(decision_id, prepared.held, encoded=prepared.data, at=self._now([]))
+            else:
+                flight.captured_in_full(decision_id)
+
+    # --- the flight recorder (producers/flight.py) ---------------------------------------------
+    def _process_flag(self, item: _Flag, decision_id: str | None) -> None:
+        """Send the flag; then the full capture if the flight recorder still holds the content."""
+        flight = self._flight
+        held: dict[str, Any] | None = None
+        if flight is not None and decision_id is not None:
+            try:
+                held = flight.take(decision_id, at=item.at)
+            except Exception:
+                log.exception("the flight recorder failed to hand out %s", decision_id)
+            if held is not None:
+                with self._lock:  # counted now, so flush() never sees a gap between the two messages
+                    self._enqueued += 1
+        try:
+            prepared = prepare_flag(item.value, signer=self._signer if self._sign_flags else None)
+        except StageFailed as failed:
+            self._settle(
+                False, CaptureFailure(decision_id, self.agent_id, "flag", failed.stage, failed.error)
+            )
+        else:
+            self._send("flag", decision_id, prepared)
+        if flight is None or decision_id is None:
+            return
+        if held is not None:
+            self._send_full(flight, decision_id, held, reason=str(item.value.get("reason") or ""))
+            return
+        fate = flight.fate(decision_id)
+        if fate in ("full", "taken"):  # captured in full already, or brought in by an earlier flag
+            return
+        flight.count("not_held")
+        why = fate or (
+            f"not recorded by this recorder as a routine decision in the last "
+            f"{flight.policy.window_seconds:g} s"
+        )
+        error = ContentNotHeld(
+            f"flag sent, but the flight recorder does not hold the content ({why}); no full capture "
+            "follows, a structured-only capture stays structured-only"
+        )
+        self._report(CaptureFailure(decision_id, self.agent_id, "flag", "flight", error, partial=True))
+
+    def _send_full(
+        self, flight: FlightRecorder, decision_id: str, held: dict[str, Any], *, reason: str
+    ) -> None:
+        """Emit the held capture in full, consequential with ``reason`` (resealed: the signature
+        covers level and flag; sealing again checks every content hash against the one sent)."""
+        full = dict(held)
+        full["captureLevel"] = "full"
+        full["consequential"] = {"flagged": True, "reason": reason}
+        try:
+            prepared = prepare_capture(
+                full,
+                signer=self._signer,
+                policy=self.policy,
+                claims=self._claims,
+                max_message_bytes=self._max_message_bytes,
+            )
+        except StageFailed as failed:
+            self._settle(
+                False, CaptureFailure(decision_id, self.agent_id, "capture", failed.stage, failed.error)
+            )
+            return
+        flight.count("upgraded")
+        self._send("capture", decision_id, prepared)
+
+    def _fire_on_failure(
+        self, capture: dict[str, Any], flight: FlightRecorder, *, owned: bool
+    ) -> dict[str, Any]:
+        """A routine capture whose level the policy decides and that shows a failure: full, now."""
+        if capture.get("captureLevel") is not None:  # a level the runtime gave is kept
+            return capture
+        consequential = capture.get("consequential")
+        if isinstance(consequential, dict) and consequential.get("flagged") is True:
+            return capture
+        reason = failure_indicator(capture) or self._ask_failure_when(capture, flight)
+        if reason is None:
+            return capture
+        if not owned:
+            capture = dict(capture)
+        capture["captureLevel"] = "full"
+        capture["consequential"] = {"flagged": True, "reason": f"failure indicator: {reason}"}
+        flight.count("fired")
+        return capture
+
+    def _ask_failure_when(self, capture: dict[str, Any], flight: FlightRecorder) -> str | None:
+        predicate = self._failure_when
+        if predicate is None:
+            return None
+        try:
+            verdict = predicate(capture)
+            if not verdict:
+                return None
+            return verdict if isinstance(verdict, str) and verdict else "failure_when"
+        except Exception as exc:
+            flight.count("predicate_raised")
+            try:
+                what = f"{type(exc).__name__}: {exc}"
+            except Exception:  # an exception whose str() fails
+                what = type(exc).__name__
+            error = FailurePredicateFailed(
+                f"failure_when raised {what}; the decision was captured as the capture policy decided"
+            )
+            decision_id = capture.get("decisionId")
+            self._report(
+                CaptureFailure(
+                    decision_id if isinstance(decision_id, str) else None,
+                    self.agent_id,
+                    "capture",
+                    "flight",
+                    error,
+                    partial=True,
+                )
+            )
+            return None
 
     def _prepare_recorded(
         self,
@@ -622,6 +807,9 @@ class Recorder:
             self._settle(False, CaptureFailure(decision_id, self.agent_id, kind, "send", as_blackbox(exc)))
 
     def _prepare(self, capture: dict[str, Any], *, owned: bool) -> Prepared:
+        flight = self._flight
+        if flight is not None:
+            capture = self._fire_on_failure(capture, flight, owned=owned)
         return prepare_capture(
             capture,
             signer=self._signer,
@@ -629,6 +817,8 @@ class Recorder:
             claims=self._claims,
             max_message_bytes=self._max_message_bytes,
             owned=owned,
+            hold=flight is not None,
+            redactor=self._redactor,
         )
 
     def _delivery_callback(self, token: int) -> Callable[[DeliveryFailed | None], None]:

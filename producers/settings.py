@@ -42,6 +42,16 @@ class BlackboxSettings(BaseSettings):
         ge=0,
         description="Routine decisions captured in full: one in N, chosen from the decision id (0: none).",
     )
+    # the flight recorder (producers/flight.py): recent routine content, held for a late flag
+    flight_window_seconds: float = Field(
+        900.0, ge=0, description="How long a routine decision's content is held for a late flag (0: off)."
+    )
+    flight_max_bytes: int = Field(
+        64 * 1024 * 1024, ge=0, description="Byte cap of the held content, oldest evicted first (0: off)."
+    )
+    flight_spill_dir: Path | None = Field(
+        None, description="Hold the content in files here instead of memory (unencrypted, at rest)."
+    )
 
     # blob store
     blob: Literal["local", "s3"] = "local"
@@ -57,6 +67,19 @@ class BlackboxSettings(BaseSettings):
     signing_key_b64: SecretStr | None = Field(
         None, description="The raw 32-byte ed25519 seed, base64, instead of a file."
     )
+
+    # personal data (producers/privacy): redacted at capture, the original sealed under a data key
+    redact: Literal["builtin", "off", "presidio"] = Field(
+        "builtin", description="Redact personal data at capture: built-in detectors, off, or also Presidio."
+    )
+    kek_file: Path | None = Field(
+        None,
+        description="Key-encryption key wrapping the data keys; default <data_dir>/kek.key (created 0600).",
+    )
+
+    @property
+    def resolved_kek_file(self) -> Path:
+        return self.kek_file or self.data_dir / "kek.key"
 
     @property
     def resolved_spool_dir(self) -> Path:

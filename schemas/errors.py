@@ -34,6 +34,16 @@ class Unrecordable(ContractError):
     markers in their place (``producers/unrecordable.py``) and names them."""
 
 
+class ContentNotHeld(BlackboxError):
+    """A flag was sent, but the flight recorder no longer holds (or never held) the decision's
+    content, so it stays structured-only downstream; the message says why (``producers/flight.py``)."""
+
+
+class FailurePredicateFailed(BlackboxError):
+    """The runtime's ``failure_when`` predicate raised; the decision was captured as the capture
+    policy decided."""
+
+
 class SerializationError(BlackboxError):
     """A record could not be encoded to Avro."""
 
@@ -138,3 +148,13 @@ class ReplayDivergence(BlackboxError):
 
 class ModelClientError(BlackboxError):
     """The model endpoint failed or answered something that is not a chat completion."""
+
+
+# --- transparency log ------------------------------------------------------------------------
+class ProofInvalid(VerificationError):
+    """A transparency-log proof, checkpoint or signed note does not verify; ``part`` names which
+    (``checkpoint``, ``leaf``, ``inclusion``, ``consistency``)."""
+
+
+class TransparencyLogError(BlackboxError):
+    """The transparency log cannot be read, appended to or checkpointed (``consumers.tlog``)."""

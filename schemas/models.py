@@ -57,8 +57,11 @@ __all__ = [
     "MemoryState",
     "ModelCall",
     "ObservableExternal",
+    "OriginalHash",
     "Outcome",
+    "Privacy",
     "Provenance",
+    "Redaction",
     "RenderedContext",
     "ReplayPolicy",
     "SamplingParameters",
@@ -347,6 +350,39 @@ class ReplayPolicy(_Model):
     replay_access_scope: AccessScope
 
 
+class Redaction(_Model):
+    """One span of personal data replaced at capture (capture/v3)."""
+
+    part: Id
+    pointer: Text
+    start: Count
+    end: Count
+    kind: Id
+    placeholder: Id
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.end < self.start:
+            raise ValueError(f"redaction end {self.end} is before start {self.start}")
+        return self
+
+
+class OriginalHash(_Model):
+    part: Id
+    hash: Annotated[str, StringConstraints(pattern=r"^hmac-sha256:[0-9a-f]{64}$")]
+
+
+class Privacy(_Model):
+    """What the producer redacted and the sealed original (capture/v3; null: nothing redacted)."""
+
+    detectors: Id
+    redactions: list[Redaction]
+    original_hashes: list[OriginalHash]
+    cipher: Literal["AES-256-GCM"] | None = None
+    sealed_original: Text | None = None
+    sealed_original_hash: Hash | None = None
+
+
 class Signature(_Model):
     algorithm: Text | None = None
     public_key_ref: Text | None = None
@@ -388,6 +424,7 @@ class Capture(_JsonForm):
     execution_trace: ExecutionTrace
     external_state: ExternalState
     replay_policy: ReplayPolicy
+    privacy: Privacy | None = None
     signature: Signature
 
 

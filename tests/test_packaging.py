@@ -42,6 +42,10 @@ SERVER_ONLY = (
     "httpx",
     "zstandard",
     "cel",
+    "rfc3161_client",
+    "fastapi",
+    "uvicorn",
+    "jwt",
 )
 SEED = bytes(range(32))
 PIP = ("-m", "pip", "--disable-pip-version-check", "--no-input")
@@ -58,7 +62,16 @@ def test_the_base_dependencies_are_the_sdk_and_the_server_extra_has_the_rest() -
     project = PYPROJECT["project"]
     base = {_distribution(r) for r in project["dependencies"]}
     extras = project["optional-dependencies"]
-    assert base == {"confluent-kafka", "fastavro", "pydantic", "pydantic-settings", "cryptography", "rfc8785"}
+    assert base == {
+        "confluent-kafka",
+        "fastavro",
+        "pydantic",
+        "pydantic-settings",
+        "cryptography",
+        "rfc8785",
+        "phonenumberslite",  # redaction at capture confirms phone numbers (producers.privacy)
+    }
+    assert extras["presidio"] == ["presidio-analyzer==2.2.366"]
     assert {_distribution(r) for r in extras["s3"]} == {"minio"}
     server = {_distribution(r) for r in extras["server"]}
     assert "agent-blackbox" in server  # server includes the s3 extra
@@ -71,7 +84,10 @@ def test_the_base_dependencies_are_the_sdk_and_the_server_extra_has_the_rest() -
         "httpx",
         "prometheus-client",
         "common-expression-language",
+        "rfc3161-client",
     } <= server
+    # the audit endpoint, pinned exactly (issue 13)
+    assert {"fastapi==0.165.0", "uvicorn==0.54.0", "pyjwt==2.15.1"} <= set(extras["server"])
     assert project["scripts"]["blackbox"] == "consumers.entry:main"
     # One extra per capture adapter, pinned like the dev extra the adapter tests run with.
     assert extras["openai"] == ["openai==3.51.0", "httpx2==2.16.2"]
@@ -310,3 +326,87 @@ def test_the_s3_blob_store_without_minio_names_the_extra(base_venv: BaseVenv) ->
         """,
     )
     assert out.strip() == "the S3 blob store needs the s3 extra: pip install 'agent-blackbox[s3]' [minio]"
+
+
+def _sdk_bundle(tmp_path: Path) -> tuple[Path, Path, str]:
+    """An evidence bundle made here with the SDK's own functions: a sealed capture, its trust record,
+    and an inclusion proof in a two-leaf log under a signed checkpoint. Returns (bundle, trust, vkey)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from producers.evidence import seal
+    from producers.evidence.bundle import build_bundle
+    from producers.evidence.merkle import leaf_hash, merkle_root
+    from producers.evidence.tlog import capture_leaf, format_checkpoint, sign_note, vkey
+
+    example = json.loads(
+        (ROOT / "schemas" / "examples" / "capture.unsealed.json").read_text(encoding="utf-8")
+    )
+    signer = load_signer(b64=base64.b64encode(SEED).decode())
+    capture = seal(example, signer)
+    trust = TrustStore()
+    record = trust.add(signer.public_raw, not_before=datetime(2000, 1, 1, tzinfo=UTC), note="runtime key")
+    trust_path = tmp_path / "trust.toml"
+    trust.save(trust_path)
+
+    log = Ed25519PrivateKey.generate()
+    origin = "example.org/log"
+    leaves = [capture_leaf(capture), b'{"another": "leaf"}']
+    note = sign_note(format_checkpoint(origin, 2, merkle_root(leaves)), name=origin, private_key=log)
+    proof = {
+        "leafIndex": 0,
+        "treeSize": 2,
+        "hashes": [base64.b64encode(leaf_hash(leaves[1])).decode()],
+        "checkpoint": note,
+        "leaf": base64.b64encode(leaves[0]).decode(),
+    }
+    key = vkey(origin, log.public_key().public_bytes_raw())
+    bundle = build_bundle(
+        capture, trusted=record, transparency={"logKey": key, "proof": proof}, exported_at=datetime.now(UTC)
+    )
+    bundle_path = tmp_path / "bundle.json"
+    bundle_path.write_text(json.dumps(bundle), encoding="utf-8")
+    return bundle_path, trust_path, key
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_an_evidence_bundle_verifies_offline_with_the_base_sdk_only(
+    base_venv: BaseVenv, tmp_path: Path
+) -> None:
+    bundle, trust, key = _sdk_bundle(base_venv.workdir)
+    cmd: list[str | Path] = [
+        base_venv.python,
+        "-I",
+        "-m",
+        "producers.evidence.bundle",
+        bundle,
+        "--trust",
+        trust,
+    ]
+    proc = _run([*cmd, "--log-key", key], cwd=base_venv.workdir, env=_clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("verified: dec_01J9Z8K2V6XAMPLE key=sha256:")
+    assert "in log example.org/log at leaf 0 of 2" in proc.stdout
+
+    # one changed byte in the capture is refused, naming the part
+    document = json.loads(bundle.read_text(encoding="utf-8"))
+    document["capture"]["executionTrace"]["finalOutputText"] += "!"
+    tampered = base_venv.workdir / "tampered.json"
+    tampered.write_text(json.dumps(document), encoding="utf-8")
+    proc = _run(
+        [
+            base_venv.python,
+            "-I",
+            "-m",
+            "producers.evidence.bundle",
+            tampered,
+            "--trust",
+            trust,
+            "--log-key",
+            key,
+        ],
+        cwd=base_venv.workdir,
+        env=_clean_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "part=capture.executionTrace.finalOutputText" in proc.stdout, proc.stdout

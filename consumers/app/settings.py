@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from producers.settings import BlackboxSettings, read_settings
 
@@ -85,7 +85,7 @@ class ServiceSettings(BlackboxSettings):
     )
     oidc_audience: str | None = Field(None, description="The audience those JWTs must carry.")
     oidc_jwks_url: str | None = Field(
-        None, description="The issuer's JWKS URL (https://, or file:// in tests)."
+        None, description="The issuer's JWKS URL (https://; http:// only on loopback, for tests)."
     )
     oidc_scope_claim: str = Field(
         "blackbox_scope", description="The JWT claim holding the scope (operator, regulator or counterparty)."
@@ -119,6 +119,15 @@ class ServiceSettings(BlackboxSettings):
     @property
     def resolved_model_endpoints(self) -> Path:
         return self.model_endpoints or self.data_dir / "model_endpoints.toml"
+
+    @field_validator("tlog_prefix")
+    @classmethod
+    def _log_outside_swept_prefixes(cls, value: str | None) -> str | None:
+        if value is not None and value.strip("/").split("/")[0] in ("segments", "claims", ""):
+            raise ValueError(
+                "the log's prefix may not be empty or under segments/ or claims/ (retention sweeps them)"
+            )
+        return value
 
     @property
     def resolved_tlog_key(self) -> Path:

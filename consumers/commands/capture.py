@@ -7,7 +7,8 @@ satisfies the contract (else the field path), every supplied hash agrees with it
 the hash field's path), a signing key is configured, the key's validity window in the trust store
 (when the store knows the key) covers ``capturedAt``, and the sealed capture encodes. Then it goes
 through the configured transport (claim check if large), is flushed, and its decision id is
-printed. Any failure prints ``error: <path>: <reason>`` and exits 2.
+printed. Any failure prints ``error: <path>: <reason>`` and exits 2. Personal data is redacted
+before sealing, the original sealed under a data key, as the Recorder does (``BLACKBOX_REDACT``).
 
 The article's own ``replay/v1`` form is accepted as is: the fields blackbox added default when
 absent — ``captureLevel`` from the capture policy (``BLACKBOX_CAPTURE_SAMPLE_ONE_IN``), not
@@ -169,6 +170,7 @@ def emit_capture_file(file: str, *, rt: Runtime, timeout: float, max_bytes: int 
     """Validate, seal and deliver the capture in ``file``; return its decision id."""
     from producers.evidence import seal
     from producers.policy import CapturePolicy
+    from producers.privacy.protect import Redactor, vault_from_settings
     from producers.recorder import CaptureFailure, Recorder
     from schemas.codec import encode_capture
     from schemas.models import Capture
@@ -178,6 +180,9 @@ def emit_capture_file(file: str, *, rt: Runtime, timeout: float, max_bytes: int 
     raw = with_article_defaults(_read_json(file, max_bytes), policy=policy)
     capture = Capture.from_json(raw).to_json()
     signer = _signer(settings)
+    redactor = Redactor.create(settings.redact, vault=vault_from_settings(settings, rt.blob_store))
+    if redactor is not None:  # as the Recorder does: personal data never leaves unredacted
+        capture = redactor.protect(capture, owned=True)
     sealed = policy.apply(seal(capture, signer))
     _check_key_window(sealed, signer=signer, store=rt.trust_store)
     encode_capture(sealed)  # refuse what cannot be stored before anything is sent

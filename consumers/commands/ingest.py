@@ -5,9 +5,12 @@
   durable. ``--drain`` stops once caught up. SIGTERM/SIGINT finish the current batch, then stop.
   ``--metrics-listen HOST:PORT`` serves ``/metrics`` and ``/healthz`` (:mod:`consumers.observability`);
   ``--log-format json`` logs JSON lines.
-- ``blackbox show DECISION_ID [--json]``: the stored capture, through the access gate (the read is
-  logged). ``--json`` prints the capture in the JSON form with a ``stored`` block; without it, a
-  summary. Compacted decisions show metadata and hashes; quarantined ones are flagged.
+- ``blackbox show DECISION_ID [--json] [--reveal]``: the stored capture, through the access gate (the
+  read is logged). ``--json`` prints the capture in the JSON form with a ``stored`` block; without it, a
+  summary. Compacted decisions show metadata and hashes; quarantined ones are flagged. Redacted
+  personal data shows as placeholders, with a ``privacy`` block (what was redacted, and whether the
+  original is sealed or was erased on DATE); ``--reveal`` prints the original for a caller whose grant
+  has ``personal_data = true`` (logged as ``reveal``; :mod:`consumers.privacy`).
 
 ``show`` verifies what it prints, at read time, with the same checks as ``blackbox verify`` over the
 bytes it read, against the trust store as it is now: the ``trust`` line (``verification`` in
@@ -163,12 +166,20 @@ def show_command(
     trust_store: Annotated[
         Path | None, typer.Option("--trust-store", help="Trust store TOML (default from settings).")
     ] = None,
+    reveal: Annotated[
+        bool,
+        typer.Option(
+            "--reveal", help="Show the original of redacted personal data (a personal_data grant; logged)."
+        ),
+    ] = False,
 ) -> None:
     """Show one stored capture (logged in the access log), verified at read time."""
+    from consumers.privacy.view import privacy_view
     from consumers.storage.reader import load_capture
     from consumers.verify.stored import judge_shown
     from consumers.verify.verdict import Verdict
     from producers.evidence import TrustStore
+    from producers.privacy.protect import vault_from_settings
     from schemas.errors import VerificationError
 
     with open_runtime(load_service_settings(trust_store=trust_store), existing_index=True) as rt:
@@ -187,7 +198,19 @@ def show_command(
                 typer.echo(unreadable.line())
             raise typer.Exit(unreadable.exit_code) from exc
         verdict = judge_shown(shown, index=index, trust=trust)
+        privacy = privacy_view(
+            shown.capture,
+            vault=vault_from_settings(rt.settings, rt.blob_store),
+            reveal_original=reveal,
+            verified=verdict.verified,
+            gate=rt.gate,
+            caller=rt.caller(reason),
+        )
     view = shown.to_json(verification=verdict.to_json())
+    if privacy.state is not None:  # redacted personal data: which view this is, where the original is
+        view["privacy"] = privacy.state
+    if privacy.revealed is not None:
+        view["capture"] = privacy.revealed
     if as_json:
         typer.echo(json.dumps(view, ensure_ascii=False, indent=2))
     else:
@@ -212,6 +235,12 @@ def _print_summary(view: dict[str, Any], verdict: Verdict) -> None:
             f"stored     {stored.get('segment_key', '')} @{stored.get('segment_offset', '')}+{stored.get('segment_length', '')}"
             f"  class={stored.get('retention_class', '')} expires={stored.get('expires_at', '')}"
             f" ingested as {stored.get('trust', '')}"
+        )
+    privacy = view.get("privacy")
+    if privacy:
+        kinds = ", ".join(privacy["kinds"])
+        lines.append(
+            f"privacy    {privacy['redactions']} redactions ({kinds}); {privacy['view']} view; {privacy['note']}"
         )
     for q in view["quarantine"]:
         lines.append(

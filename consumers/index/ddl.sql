@@ -221,6 +221,67 @@ PARTITION BY toYYYYMM(at)
 ORDER BY (segment_key, decision_id, action)
 SETTINGS non_replicated_deduplication_window = 1000;
 
+-- Pacts (consumers/pacts): one row per decision and rule that did not hold at ingest, a violation or an
+-- evaluation error. A violation also writes a failure flag (reason 'pact violated: RULE') into `flags`,
+-- so failed_any and retention see it; this table says which rule, for the pact_violations trend.
+CREATE TABLE IF NOT EXISTS pact_violations
+(
+    decision_id   String,
+    agent_id      LowCardinality(String),
+    captured_at   DateTime64(3, 'UTC'),
+    rule          LowCardinality(String),
+    kind          LowCardinality(String),   -- violation | error
+    detail        String,
+    evaluated_at  DateTime64(3, 'UTC')
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(captured_at)
+ORDER BY (rule, captured_at, decision_id, kind)
+SETTINGS non_replicated_deduplication_window = 1000;
+
+-- Findings (consumers/findings): what an investigation concluded, as a CEL rule, and the decisions
+-- pinned as its suite (regress --suite replays them). A finding is added once; re-adding a name is refused.
+CREATE TABLE IF NOT EXISTS findings
+(
+    name         String,
+    rule         String,
+    description  String,
+    created_at   DateTime64(3, 'UTC'),
+    created_by   String,
+    from_replay  String
+)
+ENGINE = ReplacingMergeTree
+ORDER BY name
+SETTINGS non_replicated_deduplication_window = 1000;
+
+CREATE TABLE IF NOT EXISTS finding_decisions
+(
+    name         String,
+    decision_id  String,
+    agent_id     LowCardinality(String),
+    captured_at  DateTime64(3, 'UTC'),
+    source       LowCardinality(String)    -- decision | replay
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (name, decision_id)
+SETTINGS non_replicated_deduplication_window = 1000;
+
+-- Transparency log (consumers/tlog): which leaf of the log holds which decision, and the leaf's bytes.
+-- Written by ingest after the log's tiles (so a row implies its leaf is in the tiles), before the commit;
+-- a decision already here is never appended again (redelivery). Never compacted or expired.
+CREATE TABLE IF NOT EXISTS tlog_leaves
+(
+    leaf_index    UInt64,
+    decision_id   String,
+    captured_at   DateTime64(3, 'UTC'),
+    leaf          String,                   -- the leaf bytes (producers/evidence/tlog.py)
+    appended_at   DateTime64(3, 'UTC'),
+    INDEX idx_tlog_decision decision_id TYPE bloom_filter GRANULARITY 4
+)
+ENGINE = ReplacingMergeTree
+ORDER BY leaf_index
+SETTINGS non_replicated_deduplication_window = 1000;
+
 -- Columns added after the first release (an index created before them gains them here, same position).
 ALTER TABLE decisions ADD COLUMN IF NOT EXISTS fidelity LowCardinality(String) DEFAULT 'sdk' AFTER capture_level;
 
@@ -230,3 +291,15 @@ SELECT
     *,
     failed OR decision_id IN (SELECT decision_id FROM flags WHERE failure) AS failed_any
 FROM decisions FINAL;
+
+-- Replay runs: the finding whose suite a regress run replayed, and a probe row's point in its sweep (JSON).
+ALTER TABLE replay_runs ADD COLUMN IF NOT EXISTS suite LowCardinality(String) DEFAULT '' AFTER detail;
+ALTER TABLE replay_runs ADD COLUMN IF NOT EXISTS probe_point String DEFAULT '' AFTER suite;
+
+-- The access log's hash chain and the grant behind each read (consumers/access/chain.py, DESIGN decision 14).
+ALTER TABLE access_log ADD COLUMN IF NOT EXISTS grant_id String DEFAULT '' AFTER detail;
+ALTER TABLE access_log ADD COLUMN IF NOT EXISTS authority String DEFAULT '' AFTER grant_id;
+ALTER TABLE access_log ADD COLUMN IF NOT EXISTS purpose String DEFAULT '' AFTER authority;
+ALTER TABLE access_log ADD COLUMN IF NOT EXISTS seq UInt64 DEFAULT 0 AFTER purpose;
+ALTER TABLE access_log ADD COLUMN IF NOT EXISTS prev_hash String DEFAULT '' AFTER seq;
+ALTER TABLE access_log ADD COLUMN IF NOT EXISTS row_hash String DEFAULT '' AFTER prev_hash;

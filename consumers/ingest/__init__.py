@@ -12,6 +12,7 @@ Module map (one concept each):
 - :mod:`~consumers.ingest.prepare` — per-message CPU work (decode, verify, frame, rows), inline or in workers
 - :mod:`~consumers.ingest.batch` — one batch: prepared messages → dedup → segments → rows → DLQ
 - :mod:`~consumers.ingest.flags` — flag events: verify, apply early flags, upgrade indexed decisions
+- :mod:`~consumers.ingest.pacts` — pact verdicts of a batch: flag violations, ``pact_violations`` rows
 - :mod:`~consumers.ingest.loop` — consume → process → commit, retries, ``--drain``, fault hooks
 - :mod:`~consumers.ingest.service` — settings → a running ingest (``signals``: graceful stop)
 """

@@ -17,7 +17,10 @@ worker processes; the rest here, in the consumer's process):
    (``flag AgentMismatch``): a key may only speak for its own agents' decisions.
 4. **dedup** against the index (one query per batch) and within the batch: the same decision id
    with the same ``content_sha256`` (sha256 of the capture's Avro bytes) is skipped - redelivery is
-   idempotent; with *different* bytes it is quarantined as ``ConflictingDuplicate`` and reported.
+   idempotent; with *different* bytes it is quarantined as ``ConflictingDuplicate`` and reported,
+   unless it is the flight recorder's full capture of a decision stored structured-only (:mod:`.upgrade`:
+   the same signed structure and hashes, content added): then it becomes the decision's row, as a new
+   version; a structured-only capture arriving after its upgrade is a duplicate.
    Only verified captures take part (indexed rows and this batch's verified captures): a quarantined
    forgery that came first never makes the genuine capture a conflict.
 5. **route** by retention class (:mod:`consumers.ingest.classify`), applying flags that arrived
@@ -25,7 +28,11 @@ worker processes; the rest here, in the consumer's process):
 6. **dead letters** are flushed to the DLQ.
 7. **index rows**: flags, quarantine rows, then tool calls / memory entries / decisions (decisions
    last, so an existing decision row implies its child rows exist), then a new ``decisions`` version
-   for every already-indexed decision a flag upgrades to consequential.
+   for every already-indexed decision a flag upgrades to consequential. Pacts (:mod:`.pacts`): a
+   verified capture that violates one is flagged like an early flag (a failure ``flags`` row, made
+   consequential at insert) and its results go to ``pact_violations``; an evaluation error is a row.
+8. **transparency log** (:mod:`consumers.tlog`, when configured): one leaf per verified capture that
+   is indexed - now, or by an earlier delivery that crashed before its leaf - and has none yet.
 
 The caller (:mod:`consumers.ingest.loop`) commits offsets only after :meth:`BatchProcessor.process`
 returns. Failures of the blob store, the index or the DLQ propagate uncommitted; the whole batch is
@@ -42,9 +49,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from consumers.index import CaptureRows, Index, flag_row
+from consumers.index import CaptureRows, Index, flag_row, state_version
+from consumers.pacts.evaluate import Evaluation
+from consumers.pacts.expression import Rule
+from consumers.pacts.store import insert_violations
 from consumers.retention.policy import RetentionPolicy, default_policy
 from consumers.storage.segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
+from consumers.tlog.log import Entry, TransparencyLog
 from producers.blobstore import BlobStore
 from producers.claimcheck import resolve_claim_check
 from producers.evidence import TrustStore
@@ -55,6 +66,7 @@ from schemas.errors import BlobNotFound, ContentHashMismatch, DecodeError, Verif
 from .admission import IntegerRanges, integer_ranges, unexpected_reason
 from .dlq import DlqLimit, DlqLimitState
 from .flags import pending_reasons, upgrade_indexed, verify_flag
+from .pacts import apply_pacts
 from .prepare import (
     PrepareContext,
     Prepared,
@@ -65,6 +77,7 @@ from .prepare import (
     quarantine_reason,
 )
 from .store import current_decisions, insert_captures, insert_flags, insert_quarantine, known_quarantine
+from .upgrade import relation
 
 __all__ = ["BatchProcessor", "BatchResult", "manifest_json", "source_of", "utc_now"]
 
@@ -72,6 +85,17 @@ logger = logging.getLogger(__name__)
 
 QUARANTINE_CLASS = "quarantine"
 CONFLICT_REASON = "ConflictingDuplicate"
+# read for a decision that arrives again with other bytes (an upgrade, or a conflict)
+_UPGRADE_COLUMNS = (
+    "content_sha256",
+    "manifest_json",
+    "capture_level",
+    "content_state",
+    "legal_hold",
+    "hold_reason",
+    "consequential",
+    "consequential_reason",
+)
 AGENT_MISMATCH_REASON = "flag AgentMismatch"
 
 
@@ -90,6 +114,10 @@ class BatchResult:
     dead_lettered: int = 0
     flags: int = 0
     upgraded: int = 0
+    content_upgrades: int = 0  # structured-only decisions whose full capture arrived (flight recorder)
+    pact_violations: int = 0  # (decision, rule) pairs that did not hold
+    pact_errors: int = 0  # (decision, rule) pairs that could not be evaluated
+    logged: int = 0  # leaves appended to the transparency log
     conflicts: tuple[str, ...] = ()
     segments: tuple[str, ...] = ()
 
@@ -108,10 +136,23 @@ class _Item:
     part: str = ""
     location: FrameLocation | None = None
     flag_reason: str | None = None  # a flag made it consequential before it was indexed
+    pacts: Evaluation | None = None  # the pacts' verdict (verified captures, when pacts are loaded)
+    tlog_leaf: bytes = b""  # its transparency-log leaf (verified captures)
 
     @classmethod
     def of(cls, message: SourceMessage, p: Prepared) -> _Item:
-        return cls(message, p.decision_id, p.agent_id, p.frame, p.sha, p.rows, p.reason, p.part)
+        return cls(
+            message,
+            p.decision_id,
+            p.agent_id,
+            p.frame,
+            p.sha,
+            p.rows,
+            p.reason,
+            p.part,
+            pacts=p.pacts,
+            tlog_leaf=p.tlog_leaf,
+        )
 
     @property
     def source(self) -> str:
@@ -130,7 +171,9 @@ class _Work:
     quarantine: list[_Item] = field(default_factory=list)
     flags: list[tuple[SourceMessage, dict[str, Any]]] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    logged: list[_Item] = field(default_factory=list)  # indexed now or before: each needs its log leaf
     duplicates: int = 0
+    upgrades: int = 0
 
 
 class BatchProcessor:
@@ -149,6 +192,8 @@ class BatchProcessor:
         level: int = DEFAULT_LEVEL,
         require_signed_flags: bool = True,
         workers: int = 0,
+        pacts: Sequence[Rule] = (),
+        tlog: TransparencyLog | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -159,6 +204,8 @@ class BatchProcessor:
         self.clock = clock
         self.level = level
         self.require_signed_flags = require_signed_flags
+        self.pacts = tuple(pacts)
+        self.tlog = tlog
         self._dlq = DlqLimitState(dlq_limit or DlqLimit())
         self._pool = PreparePool(workers)
         self._trust_keys: tuple[Any, ...] = ()
@@ -178,7 +225,13 @@ class BatchProcessor:
         if self._ranges is None:  # read once: admission checks row values against the index columns
             self._ranges = integer_ranges(self.index)
         return PrepareContext(
-            self._trust_keys, self._trust_version, now, self.policy, self.level, integer_ranges=self._ranges
+            self._trust_keys,
+            self._trust_version,
+            now,
+            self.policy,
+            self.level,
+            integer_ranges=self._ranges,
+            pacts=self.pacts,
         )
 
     # --- the whole batch ----------------------------------------------------------------------------
@@ -201,6 +254,7 @@ class BatchProcessor:
         flag_values = self._flags_of_their_agents(work, verified_flags, existing)
         accepted = self._dedup(work, existing)
         self._apply_pending_flags(accepted, flag_values)
+        pacts = apply_pacts(accepted, now=now)
         quarantine = self._new_quarantine(work.quarantine)
 
         segments = self._write_segments(accepted, quarantine)
@@ -210,6 +264,10 @@ class BatchProcessor:
             self.dead_letters.send(work.letters)
             self.dead_letters.flush()
 
+        if pacts.flags:
+            insert_flags(self.index, pacts.flags)
+        if pacts.results:
+            insert_violations(self.index, pacts.results)
         if flag_values:
             insert_flags(self.index, [flag_row(v, received_at=now) for v in flag_values])
         if quarantine:
@@ -220,6 +278,10 @@ class BatchProcessor:
         upgraded = upgrade_indexed(
             self.index, flag_values, existing, skip={item.decision_id for item in accepted}, now=now
         )
+        # 8. the transparency log: after the rows are durable, before the caller commits (consumers.tlog)
+        logged = 0
+        if self.tlog is not None and work.logged:
+            logged = self.tlog.append([_entry(item) for item in work.logged], hook=hook)
 
         self._dlq.accept(run)
         if work.conflicts:
@@ -228,12 +290,16 @@ class BatchProcessor:
             )
         return BatchResult(
             messages=len(batch),
-            indexed=len(accepted),
+            indexed=len(accepted) - work.upgrades,
+            content_upgrades=work.upgrades,
             duplicates=work.duplicates,
             quarantined=len(quarantine),
             dead_lettered=len(work.letters),
             flags=len(flag_values),
             upgraded=upgraded,
+            pact_violations=pacts.violations,
+            pact_errors=pacts.errors,
+            logged=logged,
             conflicts=tuple(work.conflicts),
             segments=tuple(segments),
         )
@@ -346,16 +412,26 @@ class BatchProcessor:
 
     def _dedup(self, work: _Work, existing: Mapping[str, Mapping[str, Any]]) -> list[_Item]:
         accepted: list[_Item] = []
-        seen: dict[str, str] = {}
+        seen: dict[str, Mapping[str, Any]] = {}  # decision id -> row of the capture accepted in this batch
+        stored = self._stored_rows(work, existing)
         for item in work.captures:
             did = item.decision_id
-            row = existing.get(did)
-            known = row["content_sha256"] if row is not None else seen.get(did)
-            if known is None:
-                seen[did] = item.sha
-                accepted.append(item)
-            elif known == item.sha:
+            current = seen.get(did) or existing.get(did)
+            known = None if current is None else current["content_sha256"]
+            if known is None or known == item.sha:
+                how = "new" if known is None else "duplicate"
+            else:
+                how = self._relation(item, seen.get(did) or stored.get(did))
+            if how == "duplicate" or how == "subsumed":
                 work.duplicates += 1
+                work.logged.append(item)  # a crash may have come between its index row and its leaf
+            elif how == "new" or how == "upgrade":
+                assert item.rows is not None
+                if how == "upgrade":
+                    self._make_upgrade(item, None if did in seen else stored[did], work)
+                seen[did] = item.rows.decision
+                accepted.append(item)
+                work.logged.append(item)
             else:
                 item.reason, item.part = CONFLICT_REASON, "decisionId"
                 logger.warning(
@@ -368,6 +444,45 @@ class BatchProcessor:
                 work.conflicts.append(did)
                 work.quarantine.append(item)
         return accepted
+
+    def _stored_rows(
+        self, work: _Work, existing: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
+        """What :mod:`.upgrade` compares, for indexed decisions that arrive again with other bytes."""
+        ids = [
+            item.decision_id
+            for item in work.captures
+            if item.decision_id in existing and existing[item.decision_id]["content_sha256"] != item.sha
+        ]
+        if not ids:
+            return {}
+        return current_decisions(self.index, ids, columns=_UPGRADE_COLUMNS)
+
+    @staticmethod
+    def _relation(item: _Item, current: Mapping[str, Any] | None) -> str:
+        """``upgrade``, ``subsumed`` or ``conflict`` (:func:`.upgrade.relation`)."""
+        if current is None or item.rows is None:
+            return "conflict"
+        return relation(stored=dict(current), arriving=item.rows.decision)
+
+    def _make_upgrade(self, item: _Item, indexed: Mapping[str, Any] | None, work: _Work) -> None:
+        """Make ``item`` the next version of the decision's row. ``indexed``: the stored row, when it
+        was indexed before this batch; what was decided about it since (legal hold, a flag's
+        upgrade) stays decided. A structured-only capture of this same batch has no history."""
+        assert item.rows is not None
+        decision = item.rows.decision
+        decision["version"] = state_version(self.clock())  # above the structured-only row's
+        if indexed is not None:
+            decision["legal_hold"] = bool(indexed["legal_hold"])
+            decision["hold_reason"] = str(indexed.get("hold_reason") or "")
+            if indexed.get("consequential") and item.flag_reason is None:
+                item.flag_reason = str(indexed.get("consequential_reason") or "")
+        work.upgrades += 1
+        logger.info(
+            "content upgrade: %s arrived in full (%s) over its structured-only capture",
+            item.decision_id,
+            item.source,
+        )
 
     def _new_quarantine(self, items: Sequence[_Item]) -> list[_Item]:
         """Quarantine items not already quarantined (same id, bytes and reason): redelivery is idempotent."""
@@ -454,6 +569,11 @@ class BatchProcessor:
             "received_at": now,
             "content_sha256": item.sha,
         }
+
+
+def _entry(item: _Item) -> Entry:
+    assert item.rows is not None
+    return Entry(item.decision_id, item.rows.decision["captured_at"], item.tlog_leaf)
 
 
 def _dedup_token(items: Sequence[_Item]) -> str:

@@ -16,7 +16,9 @@ consumer meanwhile, the batch is abandoned uncommitted and its new owner process
 
 ``BLACKBOX_FAULT`` (read once by :mod:`consumers.ingest.service`, passed here as ``fault``) kills
 the process with SIGKILL at a named point, for the crash tests: ``after_segments`` (segments
-written, index not), ``after_index`` (index written, offsets not committed), ``after_commit``.
+written, index not), ``after_index`` (index written, offsets not committed), ``after_commit``;
+``after_tlog_tiles`` (the log's tiles written, its index rows not) and ``after_tlog_append`` (leaves
+appended, no checkpoint yet, offsets not committed), see :mod:`consumers.tlog.log`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FaultPoint = Literal["after_segments", "after_index", "after_commit"]
+FaultPoint = Literal["after_segments", "after_index", "after_commit", "after_tlog_tiles", "after_tlog_append"]
 FAULT_POINTS: tuple[str, ...] = get_args(FaultPoint)
 
 RETRIABLE: tuple[type[BaseException], ...] = (BlobStoreError, IndexError_, TransportError)
@@ -82,11 +84,15 @@ class LoopStats:
     batches: int = 0
     messages: int = 0
     indexed: int = 0
+    content_upgrades: int = 0
     duplicates: int = 0
     quarantined: int = 0
     conflicts: int = 0
     dead_lettered: int = 0
     flags: int = 0
+    pact_violations: int = 0
+    pact_errors: int = 0
+    logged: int = 0
     commits: int = 0
     abandoned_batches: int = 0
     retries: int = 0
@@ -96,11 +102,15 @@ class LoopStats:
         self.batches += 1
         self.messages += result.messages
         self.indexed += result.indexed
+        self.content_upgrades += result.content_upgrades
         self.duplicates += result.duplicates
         self.quarantined += result.quarantined
         self.conflicts += len(result.conflicts)
         self.dead_lettered += result.dead_lettered
         self.flags += result.flags
+        self.pact_violations += result.pact_violations
+        self.pact_errors += result.pact_errors
+        self.logged += result.logged
         self.conflict_ids.extend(result.conflicts)
 
 

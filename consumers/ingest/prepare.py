@@ -27,10 +27,13 @@ from typing import Any, Literal
 import zstandard
 
 from consumers.index import CaptureRows, decision_rows
+from consumers.pacts.evaluate import Evaluation, evaluate_capture
+from consumers.pacts.expression import Rule
 from consumers.retention.policy import RetentionPolicy
 from consumers.storage.segments import DEFAULT_LEVEL
 from producers.evidence import TrustedKey, TrustStore, verify_capture
 from producers.evidence.manifest import manifest_view
+from producers.evidence.tlog import leaf_bytes
 from schemas.codec import decode
 from schemas.errors import (
     ContractError,
@@ -71,6 +74,8 @@ class Prepared:
     part: str = ""
     detail: str = ""
     value: dict[str, Any] | None = None
+    pacts: Evaluation | None = None  # verified captures, when pacts are loaded
+    tlog_leaf: bytes = b""  # verified captures: their transparency-log leaf (producers.evidence.tlog)
 
     @property
     def verified(self) -> bool:
@@ -88,6 +93,7 @@ class PrepareContext:
     level: int = DEFAULT_LEVEL
     integer_ranges: IntegerRanges | None = None  # what the index's integer columns hold (admission)
     clock_skew: timedelta = CLOCK_SKEW
+    pacts: tuple[Rule, ...] = ()  # rules, not programs: CEL programs do not pickle (consumers.pacts)
 
 
 _trust_cache: dict[str, TrustStore] = {}
@@ -208,7 +214,14 @@ def _prepare_capture(data: bytes, capture: dict[str, Any], ctx: PrepareContext, 
     if problem is not None:
         reason, part = problem
         return Prepared("capture", reason=reason, part=part, detail=reason, **common)
-    return Prepared("capture", rows=rows, key_id=report.key_id, **common)
+    # Pacts run on the verified capture here, where its content is decoded (in the worker, if any).
+    pacts = evaluate_capture(ctx.pacts, capture) if ctx.pacts else None
+    leaf = leaf_bytes(
+        decision_id=decision_id,
+        captured_at=str(capture.get("capturedAt") or ""),
+        envelope_hash=report.envelope_hash,
+    )
+    return Prepared("capture", rows=rows, key_id=report.key_id, pacts=pacts, tlog_leaf=leaf, **common)
 
 
 def _admission_problem(rows: CaptureRows, ctx: PrepareContext) -> tuple[str, str] | None:

@@ -14,6 +14,7 @@ key needs no restart. ``fault`` (crash tests only; the setting ``BLACKBOX_FAULT`
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from typing import Any
 from consumers.index import Index
 from consumers.ingest.telemetry import IngestTelemetry
 from consumers.observability.health import Health
+from consumers.pacts.expression import Rule
 from consumers.retention.policy import RetentionPolicy, default_policy
+from consumers.tlog.log import TransparencyLog
 from producers.blobstore import BlobStore, open_blob_store
 from producers.evidence import TrustStore
 from producers.settings import BlackboxSettings
@@ -85,7 +88,11 @@ class IngestService:
     """Metrics and health of the loop (served by ``blackbox consume --metrics-listen``)."""
 
     def run(self, *, drain: bool = False, max_batches: int | None = None) -> LoopStats:
-        return self.loop.run(drain=drain, max_batches=max_batches)
+        """Run the loop; then sign a checkpoint over what it appended to the transparency log."""
+        stats = self.loop.run(drain=drain, max_batches=max_batches)
+        if self.processor.tlog is not None:
+            self.processor.tlog.publish()
+        return stats
 
     def stop(self) -> None:
         self.loop.stop()
@@ -124,6 +131,8 @@ def build_service(
     loop_config: LoopConfig | None = None,
     workers: int = 0,
     telemetry: IngestTelemetry | None = None,
+    pacts: Sequence[Rule] = (),
+    tlog: TransparencyLog | None = None,
 ) -> IngestService:
     """An :class:`IngestService` reading the transport ``settings`` name into ``index`` (the caller
     closes it), verifying against ``trust``; ``store`` defaults to the settings' blob store and
@@ -132,6 +141,8 @@ def build_service(
     ``workers`` > 0 decodes and verifies in that many worker processes (see
     :mod:`consumers.ingest.prepare`); 0 does it inline. ``telemetry`` defaults to one feeding the
     process's ingest metrics, with a health check that goes stale after ``max(30, 10 x max_wait)`` s.
+    ``pacts`` are evaluated on every verified capture (:mod:`consumers.pacts`); ``tlog`` gets a leaf
+    per indexed capture (:mod:`consumers.tlog`).
     """
     hook = kill_at(fault)
     store = store or open_blob_store(settings)
@@ -147,6 +158,8 @@ def build_service(
         dlq_limit=dlq_limit,
         policy=policy if policy is not None else default_policy(),
         workers=workers,
+        pacts=pacts,
+        tlog=tlog,
     )
     config = loop_config or LoopConfig(batch_size=batch_size, max_wait=max_wait)
     if telemetry is None:

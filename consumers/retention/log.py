@@ -20,6 +20,9 @@ Actions:
 - ``orphan-segment`` / ``orphan-claim``: a blob no index row refers to, older than its grace, is about to
   be deleted; ``orphan-deleted``: the delete is done (see :mod:`consumers.retention.sweep`).
 - ``hold`` / ``release``: legal hold set or released (see :mod:`consumers.retention.hold`).
+- ``erase`` / ``erased``: a decision's data key is about to be destroyed (written before) / was destroyed:
+  the original of its redacted personal data is unreadable, the capture stays (``segment_key`` holds
+  the key record's blob key; see :mod:`consumers.privacy.erasure`).
 """
 
 from __future__ import annotations

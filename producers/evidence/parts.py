@@ -22,6 +22,7 @@ content field                                                      kind   hash f
 ``executionTrace.modelCalls[i].responseBody`` (capture/v2)        text   ``responseBodyHash``
 ``executionTrace.finalOutputText``                                 text   ``finalOutputHash``
 ``externalState.observableExternals[i].capturedValue``             JSON   ``capturedValueHash``
+``privacy.sealedOriginal`` (capture/v3)                            text   ``sealedOriginalHash``
 =================================================================  =====  ======================
 
 Content that is ``None`` or missing is *absent* (structured-only or compacted capture; a JSON part
@@ -71,6 +72,9 @@ PART_FIELDS: tuple[PartField, ...] = (
     PartField("executionTrace", "responseBody", "responseBodyHash", "text", "modelCalls"),
     PartField("executionTrace", "finalOutputText", "finalOutputHash", "text"),
     PartField("externalState", "capturedValue", "capturedValueHash", "json", "observableExternals"),
+    # the encrypted original of redacted parts (producers.privacy): content like any other, so
+    # structured-only captures and compaction drop it and its hash stays signed
+    PartField("privacy", "sealedOriginal", "sealedOriginalHash", "text"),
 )
 
 _REPEATED = JsonHashCache(min_chars=256)

@@ -63,6 +63,7 @@ class VerificationReport:
     absent_parts: tuple[str, ...] = ()  # content gone, hash kept (paths)
     checked_parts: int = 0  # present content parts whose hash matched
     decision_id: str | None = None
+    envelope_hash: str = ""  # sha256 of the exact bytes the signature covers (the transparency-log leaf's)
 
 
 def _text_hash_or_none(text: str) -> str | None:
@@ -131,9 +132,9 @@ def verify_capture(
         raise SignatureInvalid(
             f"the manifest has no canonical form, so it cannot be what was signed ({exc})", part="signature"
         ) from exc
-    payload = signed.payload
+    signed_bytes = pae(MANIFEST_PAYLOAD_TYPE, signed.payload)
     try:
-        public_key.verify(signature_bytes, pae(MANIFEST_PAYLOAD_TYPE, payload))
+        public_key.verify(signature_bytes, signed_bytes)
     except InvalidSignature as exc:
         raise SignatureInvalid(
             f"the manifest signature does not verify with key {key_id}: a manifest field (metadata or "
@@ -226,4 +227,5 @@ def verify_capture(
         absent_parts=tuple(absent),
         checked_parts=checked,
         decision_id=decision_id if isinstance(decision_id, str) else None,
+        envelope_hash=HASH_PREFIX + sha256(signed_bytes).hexdigest(),
     )

@@ -17,14 +17,15 @@ AWKWARD_TEXT = f"line one\r\nline two\r\n  trailing spaces   \n\ttab\n{EVERY_PLA
 
 
 def example() -> dict[str, Any]:
-    """A fresh copy of schemas/examples/capture.unsealed.json, in the latest (v2) full form."""
+    """A fresh copy of schemas/examples/capture.unsealed.json, in the latest (v3) full form."""
     with EXAMPLE_PATH.open(encoding="utf-8") as handle:
         return with_v2_defaults(json.load(handle))
 
 
 def with_v2_defaults(capture: dict[str, Any]) -> dict[str, Any]:
-    """A v1-shaped capture with the members capture/v2 adds, at their defaults and in schema order
-    (what decoding it yields): ``fidelity`` after ``captureLevel``, ``modelCalls`` after ``toolCalls``."""
+    """A v1-shaped capture with the members capture/v2 and v3 add, at their defaults and in schema
+    order (what decoding it yields): ``fidelity`` after ``captureLevel``, ``modelCalls`` after
+    ``toolCalls``, ``privacy`` (v3) after ``replayPolicy``."""
 
     def insert_after(record: dict[str, Any], anchor: str, key: str, value: Any) -> dict[str, Any]:
         if key in record:
@@ -38,7 +39,7 @@ def with_v2_defaults(capture: dict[str, Any]) -> dict[str, Any]:
 
     capture = insert_after(capture, "captureLevel", "fidelity", "sdk")
     capture["executionTrace"] = insert_after(capture["executionTrace"], "toolCalls", "modelCalls", [])
-    return capture
+    return insert_after(capture, "replayPolicy", "privacy", None)
 
 
 def model_call(*, sequence: int = 1, request: str = "{}", response: str | None = "{}") -> dict[str, Any]:

@@ -54,7 +54,7 @@ def round_trip(capture: dict[str, Any]) -> dict[str, Any]:
 def test_header_is_magic_and_little_endian_rabin_fingerprint(capture: dict[str, Any]) -> None:
     data = encode_capture(capture)
     assert data[:2] == b"\xc3\x01" == MAGIC
-    assert data[2:10] == fingerprint("capture") == codec.KNOWN_SCHEMAS["capture/v2"].fingerprint
+    assert data[2:10] == fingerprint("capture") == codec.KNOWN_SCHEMAS["capture/v3"].fingerprint
 
 
 def _rabin64(data: bytes) -> int:
@@ -380,7 +380,7 @@ def test_bad_json_text_inside_a_valid_body_is_refused(capture: dict[str, Any]) -
     datum["input"]["requestPayload"] = "{not json"
     buffer = io.BytesIO()
     schemaless_writer(buffer, codec.LATEST_SCHEMAS["capture"].parsed, datum)
-    with pytest.raises(DecodeError, match="invalid capture/v2 content"):
+    with pytest.raises(DecodeError, match="invalid capture/v3 content"):
         decode(MAGIC + fingerprint("capture") + buffer.getvalue())
 
 

@@ -282,3 +282,186 @@ def test_the_cookbook_queries_run_on_the_demo_index(demo: tuple[Path, str]) -> N
     outputs = [run(["query", q, "--json"], env={"BLACKBOX_DATA_DIR": str(data_dir)}) for q in queries]
     assert "v4.7" in outputs[0]  # the failure-rate query sees the demo's failure cluster
     assert "issue_refund" in outputs[2]
+
+
+def test_the_langchain_snippet_records_a_langgraph_run_with_wire_fidelity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "integrations"))
+    from langgraph_agent import DOCUMENTS, QUESTION, build_graph, get_order
+    from provider_server import ProviderServer, Reply
+
+    from producers.recorder import Recorder
+
+    (snippet,) = [b for b in blocks("python") if "BlackboxCallbackHandler" in b]
+    assert len(snippet.strip().splitlines()) < 10
+    seed = bytes(range(32))
+    for name in [k for k in os.environ if k.startswith("BLACKBOX_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("BLACKBOX_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BLACKBOX_SIGNING_KEY_B64", base64.b64encode(seed).decode())
+    monkeypatch.setenv("BLACKBOX_CAPTURE_SAMPLE_ONE_IN", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-readme")
+    with ProviderServer() as server:
+        server.default_reply = Reply(text="Order A1 shipped.")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        rec = Recorder.from_settings(agent_id="agt_readme_langgraph")
+        namespace = {
+            "rec": rec,
+            "question": QUESTION,
+            "build_graph": lambda llm: build_graph(llm.bind_tools([get_order])),
+        }
+        exec(compile(textwrap.dedent(snippet), "README.md", "exec"), namespace)
+        assert rec.close(10)
+        received = server.received
+
+    trust = TrustStore()
+    trust.add(
+        load_signer(b64=base64.b64encode(seed).decode()).public_raw,
+        not_before=datetime(2000, 1, 1, tzinfo=UTC),
+    )
+    (record,) = list(read_spool(tmp_path / "spool"))
+    capture = decode(record.value).value
+    verify_capture(capture, trust)
+    assert capture["fidelity"] == "wire"
+    assert [c["requestBody"].encode() for c in capture["executionTrace"]["modelCalls"]] == [
+        r.body for r in received
+    ]
+    assert {e["entryId"] for e in capture["memoryState"]["workingSetEntries"]} == {d.id for d in DOCUMENTS}
+    assert [s["node"] for s in capture["input"]["requestPayload"]["langgraph"]] == ["retrieve", "agent"]
+
+
+def test_the_opentelemetry_snippet_records_an_instrumented_openai_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "integrations"))
+    import openai
+    from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+    from provider_server import ProviderServer, Reply
+
+    from producers.recorder import Recorder
+
+    (snippet,) = [b for b in blocks("python") if "BlackboxSpanExporter" in b]
+    assert len(snippet.strip().splitlines()) < 10
+    seed = bytes(range(32))
+    for name in [k for k in os.environ if k.startswith("BLACKBOX_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("BLACKBOX_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BLACKBOX_SIGNING_KEY_B64", base64.b64encode(seed).decode())
+    monkeypatch.setenv("BLACKBOX_CAPTURE_SAMPLE_ONE_IN", "1")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    rec = Recorder.from_settings(agent_id="agt_readme_otel")
+    namespace: dict[str, object] = {"rec": rec}
+    exec(compile(textwrap.dedent(snippet), "README.md", "exec"), namespace)
+    try:
+        with ProviderServer() as server:
+            server.default_reply = Reply(text="Bonjour !")
+            client = openai.OpenAI(api_key="sk-test-readme", base_url=server.openai_base_url)
+            client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "Salut"}])
+    finally:
+        OpenAIInstrumentor().uninstrument()
+    provider = namespace["provider"]
+    provider.force_flush()  # type: ignore[attr-defined]
+    assert rec.close(10)
+
+    trust = TrustStore()
+    trust.add(
+        load_signer(b64=base64.b64encode(seed).decode()).public_raw,
+        not_before=datetime(2000, 1, 1, tzinfo=UTC),
+    )
+    (record,) = list(read_spool(tmp_path / "spool"))
+    capture = decode(record.value).value
+    verify_capture(capture, trust)
+    assert capture["fidelity"] == "semantic"
+    assert capture["executionTrace"]["finalOutputText"] == "Bonjour !"
+
+
+def _run_wire_snippet(
+    marker: str,
+    *,
+    env: dict[str, str],
+    namespace: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[list[dict[str, Any]], list[Any], bytes]:
+    """Run the README snippet importing ``marker`` against the local provider server (base URL and key
+    from the SDK's own environment variables), with ``rec`` on a spool; returns the verified
+    captures, what the server received and the spool's bytes."""
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "integrations"))
+    from provider_server import ProviderServer
+
+    from producers.recorder import Recorder
+
+    (snippet,) = [b for b in blocks("python") if marker in b and "langchain" not in b]
+    assert len(snippet.strip().splitlines()) < 10
+    seed = bytes(range(32))
+    for name in [k for k in os.environ if k.startswith("BLACKBOX_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("BLACKBOX_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("BLACKBOX_SIGNING_KEY_B64", base64.b64encode(seed).decode())
+    monkeypatch.setenv("BLACKBOX_CAPTURE_SAMPLE_ONE_IN", "1")  # routine drop-in calls in full too
+    with ProviderServer() as server:
+        for name, value in env.items():
+            monkeypatch.setenv(
+                name, value.format(openai=server.openai_base_url, anthropic=server.anthropic_base_url)
+            )
+        rec = Recorder.from_settings(agent_id="agt_readme_wire")
+        exec(compile(textwrap.dedent(snippet), "README.md", "exec"), {**namespace, "rec": rec})
+        assert rec.close(10)
+        received = server.received
+    trust = TrustStore()
+    trust.add(
+        load_signer(b64=base64.b64encode(seed).decode()).public_raw,
+        not_before=datetime(2000, 1, 1, tzinfo=UTC),
+    )
+    records = list(read_spool(tmp_path / "spool"))
+    captures = [decode(record.value).value for record in records]
+    for capture in captures:
+        verify_capture(capture, trust)
+        assert capture["fidelity"] == "wire"
+    return captures, received, b"".join(record.value for record in records)
+
+
+def test_the_openai_snippet_captures_each_call_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    note = "the customer prefers email"
+    captures, received, stored = _run_wire_snippet(
+        "producers.integrations.openai import wrap",
+        env={"OPENAI_BASE_URL": "{openai}", "OPENAI_API_KEY": "sk-readme-openai-SECRET"},
+        namespace={
+            "messages": [{"role": "user", "content": "Where is order A1?"}],
+            "note": note,
+            "question": f"Where is order A1? ({note})",
+        },
+        tmp_path=tmp_path,
+        monkeypatch=monkeypatch,
+    )
+    assert len(captures) == len(received) == 2  # the drop-in call, then the decision
+    for capture, sent in zip(
+        sorted(captures, key=lambda c: c["executionTrace"]["modelCalls"][0]["path"]), received, strict=True
+    ):
+        (call,) = capture["executionTrace"]["modelCalls"]
+        assert call["requestBody"].encode() == sent.body
+    decided = next(c for c in captures if c["memoryState"]["workingSetEntries"])
+    assert decided["consequential"]["flagged"] is True
+    assert any(s["part"] == "memory:mem_01" for s in decided["renderedContext"]["spans"])
+    assert b"sk-readme-openai-SECRET" not in stored
+
+
+def test_the_anthropic_snippet_captures_the_call_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompt = "You are the shipping agent."
+    captures, received, stored = _run_wire_snippet(
+        "producers.integrations.anthropic import wrap",
+        env={"ANTHROPIC_BASE_URL": "{anthropic}", "ANTHROPIC_API_KEY": "sk-readme-anthropic-SECRET"},
+        namespace={"PROMPT": prompt, "messages": [{"role": "user", "content": "Where is order A1?"}]},
+        tmp_path=tmp_path,
+        monkeypatch=monkeypatch,
+    )
+    ((capture,), (sent,)) = captures, received
+    (call,) = capture["executionTrace"]["modelCalls"]
+    assert call["format"] == "anthropic.messages" and call["requestBody"].encode() == sent.body
+    assert capture["agentConfiguration"]["systemPromptText"] == prompt
+    assert b"sk-readme-anthropic-SECRET" not in stored

@@ -24,12 +24,14 @@ EXAMPLE = json.loads((ROOT / "schemas" / "examples" / "capture.unsealed.json").r
 
 
 def _with_v2_defaults(capture: dict[str, Any]) -> dict[str, Any]:
-    """The members capture/v2 adds, at their defaults and in schema order, as decoding yields them."""
+    """The members capture/v2 and v3 add, at their defaults and in schema order, as decoding yields them."""
     out: dict[str, Any] = {}
     for key, value in capture.items():
         out[key] = value
         if key == "captureLevel":
             out["fidelity"] = "sdk"
+        if key == "replayPolicy":
+            out["privacy"] = None  # capture/v3: nothing redacted
     trace: dict[str, Any] = {}
     for key, value in capture["executionTrace"].items():
         trace[key] = value
@@ -39,7 +41,7 @@ def _with_v2_defaults(capture: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-EXAMPLE = _with_v2_defaults(EXAMPLE)  # what a capture decodes to since capture/v2
+EXAMPLE = _with_v2_defaults(EXAMPLE)  # what a capture decodes to since capture/v2 (and v3)
 DAY0 = datetime(2026, 7, 20, 9, 0, tzinfo=UTC)
 
 _WORDS = (

@@ -36,6 +36,7 @@ from consumers.ingest.service import build_service
 from consumers.storage.reader import load_capture
 from producers.blobstore import S3BlobStore
 from producers.evidence import seal
+from producers.flight import FlightPolicy
 from producers.policy import CapturePolicy
 from producers.recorder import CaptureFailure, Recorder
 from producers.transports.kafka.sender import KafkaTransport
@@ -88,6 +89,8 @@ def test_recorder_to_kafka_to_segments_and_index(
                 blob_store=store,
                 max_message_bytes=200_000,  # the biggest working sets go by claim check
                 on_error=failures.append,
+                # expected = what the policy emitted; late flags bringing content: test_ingest_flight_upgrade
+                flight=FlightPolicy(max_bytes=0),
             )
         return recorders[(agent, forged)]
 

@@ -90,7 +90,7 @@ def test_decision_roundtrip_full_capture(rec: Recorder, spool: Path, trust: Trus
     d = record(rec, content, consequential=True)
     assert rec.flush(5)
     [message] = emitted(spool)
-    assert message.kind == "capture" and message.schema == "capture/v2"
+    assert message.kind == "capture" and message.schema == "capture/v3"
     capture = message.value
     report = verify_capture(capture, trust)
     assert report.absent_parts == ()
@@ -248,8 +248,9 @@ def test_flag_consequential_emits_a_signed_flag_after_the_capture(
     d = record(rec, make_content(5_000))
     assert rec.flag_consequential(d.decision_id, "customer complaint", failure=True)
     assert rec.flush(5)
-    capture, flag = emitted(spool)
+    capture, flag, full = emitted(spool)  # the flight recorder held the content: it follows the flag
     assert capture.kind == "capture" and flag.kind == "flag"
+    assert full.kind == "capture" and full.value["captureLevel"] == "full"
     value = flag.value
     assert {k: value[k] for k in ("decisionId", "agentId", "reason", "failure")} == {
         "decisionId": d.decision_id,

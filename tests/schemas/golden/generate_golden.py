@@ -43,6 +43,30 @@ def _sealed_looking(capture: dict[str, Any]) -> dict[str, Any]:
         external["capturedValueHash"] = digest
     for call in trace.get("modelCalls", ()):  # capture/v2
         call["requestBodyHash"] = call["responseBodyHash"] = digest
+    if "privacy" in capture:  # capture/v3: what was redacted, and the sealed original
+        capture["replayPolicy"]["piiRedacted"] = True
+        capture["privacy"] = {
+            "detectors": "builtin",
+            "redactions": [
+                {
+                    "part": "memoryState.workingSetEntries[0].renderedContent",
+                    "pointer": "",
+                    "start": 4,
+                    "end": 13,
+                    "kind": "EMAIL",
+                    "placeholder": "[EMAIL_1]",
+                }
+            ],
+            "originalHashes": [
+                {
+                    "part": "memoryState.workingSetEntries[0].renderedContent",
+                    "hash": "hmac-sha256:" + "7a" * 32,
+                }
+            ],
+            "cipher": "AES-256-GCM",
+            "sealedOriginal": "base64:" + "B" * 40,
+            "sealedOriginalHash": digest,
+        }
     capture["signature"] = {
         "algorithm": "ed25519",
         "publicKeyRef": "did:armalo:agent:agt_support_1#sha256:" + "ab" * 32,

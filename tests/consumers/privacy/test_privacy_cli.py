@@ -1,0 +1,237 @@
+"""Personal data end to end, as a user runs it: record, ``consume``, ``show``, ``show --reveal``, ``erase``.
+
+The issue, reproduced first: a decision recorded with ``ReplayPolicy(pii_redacted=True)`` and an
+e-mail address in a memory entry came back from ``show --json`` verbatim. Now nothing stored holds
+it (segments, index, spool), the redacted capture verifies, the original is revealed only under a
+personal-data grant (logged either way), and erasure destroys it for good while ``verify`` passes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typer.testing import CliRunner, Result
+
+from consumers.cli import app
+from consumers.index import ChdbIndex, chdb_open_path
+from consumers.retention.log import read_jsonl
+from producers.config import ReplayPolicy
+from producers.evidence import Signer, TrustStore
+from producers.evidence.dsse import b64encode
+from producers.policy import CapturePolicy
+from producers.recorder import Recorder
+from producers.settings import load_settings
+from schemas.errors import AccessDenied, BlackboxError, RetentionError
+
+EMAIL = "jane.doe@example.com"
+PHONE = "+44 20 7946 0958"
+AGENT = "agt_support_1"
+
+
+def _cli(env: dict[str, str], *args: str) -> Result:
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+@pytest.fixture
+def signer() -> Signer:
+    return Signer(Ed25519PrivateKey.generate(), name="did:test:privacy")
+
+
+@pytest.fixture
+def data(tmp_path: Path, signer: Signer) -> Path:
+    data = tmp_path / "bb"
+    trust = TrustStore()
+    trust.add(signer.public_raw, not_before=datetime(2000, 1, 1, tzinfo=UTC))
+    trust.save(data / "trust.toml")
+    return data
+
+
+@pytest.fixture(scope="session")
+def own_chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("privacy-chdb")
+
+
+@pytest.fixture
+def index(own_chdb_dir: Path) -> Iterator[ChdbIndex]:
+    """Database ``blackbox`` on the process's one chdb path (another module's, else ours), fresh."""
+    index = ChdbIndex(Path(chdb_open_path() or own_chdb_dir), database="blackbox")
+    index.command("DROP DATABASE IF EXISTS blackbox SYNC")
+    index.ensure_schema()
+    yield index
+    index.command("DROP DATABASE IF EXISTS blackbox SYNC")
+
+
+@pytest.fixture
+def env(data: Path, signer: Signer, index: ChdbIndex) -> dict[str, str]:
+    return {
+        "BLACKBOX_DATA_DIR": str(data),
+        "BLACKBOX_CHDB_PATH": str(chdb_open_path()),
+        "BLACKBOX_TRANSPORT": "spool",
+        "BLACKBOX_BLOB": "local",
+        "BLACKBOX_SIGNING_KEY_B64": b64encode(signer.seed()),
+    }
+
+
+def _record(data: Path, signer: Signer, *customers: str) -> dict[str, str]:
+    """One consequential support turn per customer, each with an e-mail address in a memory entry."""
+    rec = Recorder.from_settings(
+        load_settings(data_dir=data, transport="spool", blob="local"),
+        agent_id=AGENT,
+        signer=signer,
+        policy=CapturePolicy(sample_one_in=0),
+        replay_policy=ReplayPolicy(pii_redacted=True),
+    )
+    ids = {}
+    for customer in customers:
+        with rec.decision(
+            request={"message": "refund please"}, origin_user_id=customer, consequential=True
+        ) as d:
+            d.configure(model="acme", system_prompt="You are Acme's support agent.", sampling={})
+            d.add_memory(
+                entry_id="mem_1", tier="hot", content=f"{customer} writes from {EMAIL}, phone {PHONE}"
+            )
+            d.render_context(user_message="Please refund the double charge.")
+            d.finish(output="Refunded.", outcome="success")
+        ids[customer] = d.decision_id
+    assert rec.close(10)
+    return ids
+
+
+def _consume(env: dict[str, str]) -> None:
+    consumed = _cli(env, "consume", "--drain", "--max-wait", "0.2")
+    assert consumed.exit_code == 0, consumed.output
+
+
+def _error(result: Result) -> str:
+    """The one-line error ``blackbox`` prints (``consumers.cli.main``: a BlackboxError, exit 2)."""
+    assert isinstance(result.exception, BlackboxError), result.output
+    return str(result.exception)
+
+
+def _show(env: dict[str, str], decision_id: str, *extra: str) -> dict[str, Any]:
+    shown = _cli(env, "show", decision_id, "--json", *extra)
+    assert shown.exit_code == 0, shown.output
+    return json.loads(shown.stdout)
+
+
+def _stored_bytes(data: Path) -> bytes:
+    """Every byte at rest that is not the sealed original: segments (decompressed), spool, index files."""
+    out = bytearray()
+    for path in (data / "blobs").rglob("*"):
+        if path.is_file() and "segments" in path.parts:
+            with zstandard.ZstdDecompressor().stream_reader(path.read_bytes(), read_across_frames=True) as r:
+                out += r.read()
+    for path in (data / "spool").rglob("*"):
+        if path.is_file():
+            out += path.read_bytes()
+    return bytes(out)
+
+
+def _access_rows(index: ChdbIndex, action: str) -> list[dict[str, Any]]:
+    return index.query(
+        "SELECT caller, outcome, detail FROM access_log WHERE action = {a:String} ORDER BY at", {"a": action}
+    )
+
+
+def _grant_personal_data(data: Path) -> None:
+    (data / "grants.toml").write_text(
+        '[[grant]]\ncaller = "*"\nscope = "operator"\nagents = ["*"]\n'
+        'purpose = "complaint 77"\npersonal_data = true\n',
+        encoding="utf-8",
+    )
+
+
+@pytest.mark.timeout(240)
+def test_personal_data_is_redacted_revealed_by_grant_and_erased(
+    data: Path, signer: Signer, env: dict[str, str], index: ChdbIndex
+) -> None:
+    ids = _record(data, signer, "cus_jane", "cus_held")
+    jane, held = ids["cus_jane"], ids["cus_held"]
+    _consume(env)
+
+    # the issue: show --json printed the e-mail verbatim; now the redacted view, verified
+    view = _show(env, jane)
+    assert view["verification"]["verdict"] == "verified"
+    assert EMAIL not in json.dumps(view) and PHONE not in json.dumps(view)
+    entry = view["capture"]["memoryState"]["workingSetEntries"][0]
+    assert entry["renderedContent"] == "cus_jane writes from [EMAIL_1], phone [PHONE_1]"
+    assert view["capture"]["replayPolicy"]["piiRedacted"] is True
+    assert view["privacy"] | {"note": ""} == {
+        "redactions": 4,  # the memory entry and the rendered context, e-mail and phone in each
+        "kinds": ["EMAIL", "PHONE"],
+        "original": "sealed",
+        "view": "redacted",
+        "note": "",
+    }
+    stored = _stored_bytes(data)
+    assert b"[EMAIL_1]" in stored and EMAIL.encode() not in stored and PHONE.encode() not in stored
+    for table in ("decisions", "memory_entries", "tool_calls"):
+        assert EMAIL not in json.dumps(index.query(f"SELECT * FROM {table}"), default=str), table
+
+    # reveal: refused without a personal-data grant, and the refusal is logged
+    refused = _cli(env, "show", jane, "--json", "--reveal", "--reason", "curious")
+    assert "personal_data = true" in _error(refused) and isinstance(refused.exception, AccessDenied)
+    assert EMAIL not in refused.output
+    assert [r["outcome"] for r in _access_rows(index, "reveal")] == ["denied"]
+
+    _grant_personal_data(data)
+    revealed = _show(env, jane, "--reveal", "--reason", "complaint 77")
+    entry = revealed["capture"]["memoryState"]["workingSetEntries"][0]
+    assert entry["renderedContent"] == f"cus_jane writes from {EMAIL}, phone {PHONE}"
+    assert EMAIL in revealed["capture"]["renderedContext"]["text"]
+    assert revealed["privacy"]["view"] == "original" and revealed["privacy"]["originalVerified"] is True
+    assert [r["outcome"] for r in _access_rows(index, "reveal")] == ["denied", "allowed"]
+
+    # a legal hold blocks erasure, and the command says so
+    assert _cli(env, "hold", held, "--reason", "litigation 12").exit_code == 0
+    blocked = _cli(env, "erase", "--decision", held, "--reason", "GDPR Art. 17, request 7")
+    assert f"under legal hold: {held}" in _error(blocked) and isinstance(blocked.exception, RetentionError)
+    assert "held  (under legal hold: litigation 12)" in blocked.output
+    assert EMAIL in json.dumps(_show(env, held, "--reveal")["capture"])  # still there
+
+    # erase: the original is gone everywhere at once; the evidence still verifies
+    erased = _cli(env, "erase", "--subject", "cus_jane", "--reason", "GDPR Art. 17, request 7")
+    assert erased.exit_code == 0 and f"{jane}  erased" in erased.output, erased.output
+    after = _show(env, jane)
+    assert after["verification"]["verdict"] == "verified"
+    assert after["privacy"]["original"] == "erased"
+    assert (
+        after["privacy"]["note"].startswith("original erased on ") and "request 7" in after["privacy"]["note"]
+    )
+    assert _cli(env, "verify", jane).exit_code == 0
+    gone = _cli(env, "show", jane, "--json", "--reveal")
+    assert "original erased on" in _error(gone)
+    summary = _cli(env, "show", jane)
+    assert "original erased on" in summary.output, summary.output
+
+    # erase twice: a no-op, logged once
+    again = _cli(env, "erase", "--decision", jane, "--reason", "GDPR Art. 17, request 7")
+    assert again.exit_code == 0 and "already erased" in again.output
+    log = [e for e in read_jsonl(data / "retention" / "deletions.jsonl") if e["decision_id"] == jane]
+    assert [e["action"] for e in log] == ["erase", "erased"]
+    assert log[0]["reason"] == "GDPR Art. 17, request 7" and log[0]["policy"] == "erasure"
+
+
+def test_capture_command_redacts_before_sealing(data: Path, env: dict[str, str], tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "schemas" / "examples" / "capture.unsealed.json"
+    capture = json.loads(example.read_text("utf-8"))
+    capture["signature"]["publicKeyRef"] = None
+    capture["memoryState"]["workingSetEntries"][0]["renderedContent"] = f"contact: {EMAIL}"
+    capture["renderedContext"] = None
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps(capture), "utf-8")
+    done = _cli(env, "capture", str(path))
+    assert done.exit_code == 0, done.output
+    _consume(env)
+    view = _show(env, capture["decisionId"])
+    assert view["verification"]["verdict"] == "verified"
+    assert view["capture"]["memoryState"]["workingSetEntries"][0]["renderedContent"] == "contact: [EMAIL_1]"
+    assert EMAIL not in json.dumps(view) and EMAIL.encode() not in _stored_bytes(data)
+    assert view["privacy"]["original"] == "sealed"
