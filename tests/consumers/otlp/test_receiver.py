@@ -4,7 +4,7 @@ The real ``OTLPSpanExporter`` (opentelemetry-exporter-otlp-proto-http, plain and
 hand-written OTLP JSON request are accepted; the captures are signed with the receiver's own key
 and delivered to the spool. A malformed body is 400 with the reason and nothing of it is written,
 even when only its last span is bad. Then the real command in a subprocess, and consume → show →
-verify.
+verify; and a received tool loop replayed through its semantic rendering (``--model-callable``).
 """
 
 from __future__ import annotations
@@ -337,3 +337,147 @@ def test_the_otlp_command_then_consume_show_and_verify(data_dir: Path) -> None:
     assert view["capture"]["fidelity"] == "semantic" and view["capture"]["consequential"]["flagged"] is True
     verified = runner.invoke(app, ["verify", decision_id], env=cli_env)
     assert verified.exit_code == 0, verified.output
+
+
+TOOL_DEFINITIONS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_invoice",
+            "description": "An invoice by id",
+            "parameters": {"type": "object", "properties": {"invoice_id": {"type": "string"}}},
+        },
+    }
+]
+INVOICE = '{"invoice_id":"inv_9","total":"120.00 €"}'
+REPLAY_FINAL = "La facture inv_9 est de 120,00 €."
+REPLAY_REQUESTS: list[dict[str, Any]] = []
+
+
+def replay_model(request: dict[str, Any]) -> dict[str, Any]:
+    """The in-process model of the replay below (``--model-callable test_receiver:replay_model``):
+    asks for the invoice tool until it has its answer, then answers."""
+    REPLAY_REQUESTS.append(request)
+    answered = any(m["role"] == "tool" for m in request["messages"])
+    message: dict[str, Any] = {"role": "assistant", "content": REPLAY_FINAL if answered else None}
+    if not answered:
+        message["tool_calls"] = [
+            {
+                "id": "call_inv",
+                "type": "function",
+                "function": {"name": "get_invoice", "arguments": '{"invoice_id": "inv_9"}'},
+            }
+        ]
+    return {
+        "id": "chatcmpl-replay",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop" if answered else "tool_calls"}],
+    }
+
+
+def export_tool_agent(endpoint: str) -> None:
+    """An agent exporting OTLP with a tool loop: chat asks for a tool, the tool runs, chat answers."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "agt_billing"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    tracer = provider.get_tracer("test")
+    system = json.dumps([{"type": "text", "content": SYSTEM}])
+    user = {"role": "user", "parts": [{"type": "text", "content": "Invoice inv_9?"}]}
+    call = {
+        "type": "tool_call",
+        "id": "call_inv",
+        "name": "get_invoice",
+        "arguments": {"invoice_id": "inv_9"},
+    }
+    answer = {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "call_inv", "response": INVOICE}],
+    }
+    chat: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-x",
+        "gen_ai.request.temperature": 0.0,
+        "gen_ai.system_instructions": system,
+        "gen_ai.tool.definitions": json.dumps(TOOL_DEFINITIONS),
+    }
+    with tracer.start_as_current_span(
+        "invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
+        with tracer.start_as_current_span(
+            "chat gpt-x",
+            attributes={
+                **chat,
+                "gen_ai.input.messages": json.dumps([user]),
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [call]}]),
+                "gen_ai.response.finish_reasons": ("tool_calls",),
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "execute_tool get_invoice",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_invoice",
+                "gen_ai.tool.call.id": "call_inv",
+                "gen_ai.tool.call.arguments": '{"invoice_id": "inv_9"}',
+                "gen_ai.tool.call.result": INVOICE,
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "chat gpt-x",
+            attributes={
+                **chat,
+                "gen_ai.input.messages": json.dumps([user, {"role": "assistant", "parts": [call]}, answer]),
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": REPLAY_FINAL}]}]
+                ),
+                "gen_ai.response.finish_reasons": ("stop",),
+            },
+        ):
+            pass
+    provider.shutdown()
+
+
+def test_a_received_capture_replays_through_its_semantic_rendering(
+    service: OtlpService, data_dir: Path
+) -> None:
+    from consumers.cli import app
+
+    export_tool_agent(service.receiver.url)
+    (capture,) = captures(service, data_dir)
+    trust().save(data_dir / "trust.toml")
+    env = {"BLACKBOX_DATA_DIR": str(data_dir), "BLACKBOX_TRANSPORT": "spool", "BLACKBOX_BLOB": "local"}
+    runner = CliRunner()
+    consumed = runner.invoke(app, ["consume", "--drain", "--max-wait", "0.1"], env=env)
+    assert consumed.exit_code == 0 and "indexed=1" in consumed.output, consumed.output
+    assert runner.invoke(app, ["verify", capture["decisionId"]], env=env).exit_code == 0
+
+    REPLAY_REQUESTS.clear()
+    replayed = runner.invoke(
+        app,
+        ["replay", capture["decisionId"], "--model-callable", "test_receiver:replay_model", "--json"],
+        env=env,
+    )
+    assert replayed.exit_code == 0, replayed.output
+    report = json.loads(replayed.stdout)
+    assert report["verified"] is True and all(check["ok"] for check in report["requestChecks"])
+    assert report["fidelity"] == "semantic"
+    assert "the exact bytes the model received were not captured" in report["fidelityNote"]
+    assert "proves behaviour on this reconstruction only" in report["fidelityNote"]
+    (run,) = report["runs"]
+    assert run["error"] is None and run["verdict"] == "reproduces the capture", run
+    assert run["finalOutput"] == REPLAY_FINAL and run["toolCallsEqual"]
+    assert [c["source"] for c in run["toolCalls"]] == ["recorded"]  # never a live call
+    first, second = REPLAY_REQUESTS
+    # What the spans carried: system instructions, the user's message, tool definitions, sampling.
+    assert first["messages"] == [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Invoice inv_9?"},
+    ]
+    assert first["tools"] == TOOL_DEFINITIONS and first["model"] == "gpt-x" and first["temperature"] == 0.0
+    # The tool is answered from the recording: the execute_tool span's result goes back to the model.
+    assert second["messages"][:2] == first["messages"]
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_inv", "content": INVOICE}
