@@ -19,6 +19,12 @@ The contract, for both:
   renews it (retention's orphan sweep relies on that to leave blobs being written again alone).
 - A missing key raises :class:`BlobNotFound`; every other failure raises :class:`BlobStoreError`
   (library errors are wrapped with ``from``).
+
+Immutability where the store offers it (S3 Object Lock, ``BLACKBOX_S3_OBJECT_LOCK``): ``put(...,
+retain_until=)`` writes the object under retention until that date, ``set_legal_hold(key, on)`` sets or
+clears a legal hold, and ``lock_reason(key)`` says why a delete would be refused (None: it would not).
+A refused ``delete`` raises :class:`BlobLocked`. With the lock off (always on the local store) these are
+no-ops that say so: ``set_legal_hold`` returns False and ``lock_reason`` None.
 """
 
 from __future__ import annotations
@@ -32,9 +38,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from schemas.errors import BlobNotFound, BlobStoreError
+from schemas.errors import BlobLocked, BlobNotFound, BlobStoreError
 
 if TYPE_CHECKING:
     from producers.settings import BlackboxSettings
@@ -42,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobStore", "open_blob_store", "validate_key"]
 
 _TEMP_MARK = ".tmp-"
+
+ObjectLockMode = Literal["off", "governance", "compliance"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +65,11 @@ class BlobInfo:
 class BlobStore(Protocol):
     """Put, range-get, delete and list immutable-by-key blobs."""
 
-    def put(self, key: str, data: bytes) -> None: ...
+    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> None: ...
+
+    def set_legal_hold(self, key: str, on: bool) -> bool: ...
+
+    def lock_reason(self, key: str) -> str | None: ...
 
     def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes: ...
 
@@ -107,7 +119,8 @@ class LocalBlobStore:
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*validate_key(key).split("/"))
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> None:
+        # a directory offers no object lock: ``retain_until`` is accepted and has no effect
         path = self._path(key)
         tmp = path.with_name(f"{_TEMP_MARK}{path.name}.{uuid.uuid4().hex}")
         try:
@@ -151,6 +164,13 @@ class LocalBlobStore:
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
+
+    def set_legal_hold(self, key: str, on: bool) -> bool:
+        """No object lock on a directory: nothing is set (False); the index's hold still applies."""
+        return False
+
+    def lock_reason(self, key: str) -> str | None:
+        return None
 
     def list(self, prefix: str = "") -> Iterator[str]:
         # Walk only the directory the prefix names, then filter by string prefix (S3 semantics).
@@ -221,6 +241,7 @@ class S3BlobStore:
         connect_timeout: float = 5.0,
         read_timeout: float = 60.0,
         retries: int = 3,
+        object_lock: ObjectLockMode = "off",
     ) -> None:
         try:
             from minio import Minio
@@ -241,6 +262,7 @@ class S3BlobStore:
             )
         self.endpoint = endpoint
         self.bucket = bucket
+        self.object_lock: ObjectLockMode = object_lock
         self._client = Minio(
             endpoint, access_key=access_key, secret_key=secret_key, secure=secure, http_client=http_client
         )
@@ -257,6 +279,8 @@ class S3BlobStore:
             settings.s3_secret_key.get_secret_value(),
             settings.s3_bucket,
             settings.s3_secure,
+            # the services' setting (consumers.app.settings); the runtime's settings never lock
+            object_lock=getattr(settings, "s3_object_lock", "off"),
         )
 
     def _ensure_bucket(self) -> None:
@@ -267,7 +291,7 @@ class S3BlobStore:
         try:
             if not self._client.bucket_exists(self.bucket):
                 try:
-                    self._client.make_bucket(self.bucket)
+                    self._client.make_bucket(self.bucket, object_lock=self.object_lock != "off")
                 except S3Error as exc:  # another process created it between the two calls
                     if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
                         raise
@@ -275,13 +299,75 @@ class S3BlobStore:
             raise _wrap(exc, f"bucket {self.bucket}") from exc
         self._bucket_ready = True
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> None:
         validate_key(key)
         self._ensure_bucket()
+        retention = None
+        if retain_until is not None and self.object_lock != "off":
+            from minio.commonconfig import COMPLIANCE, GOVERNANCE
+            from minio.retention import Retention
+
+            mode = COMPLIANCE if self.object_lock == "compliance" else GOVERNANCE
+            retention = Retention(mode, retain_until.astimezone(UTC))
         try:
-            self._client.put_object(self.bucket, key, io.BytesIO(data), len(data))
+            self._client.put_object(self.bucket, key, io.BytesIO(data), len(data), retention=retention)
         except Exception as exc:
             raise _wrap(exc, f"put {key}") from exc
+
+    def set_legal_hold(self, key: str, on: bool) -> bool:
+        """Set (``on``) or clear the S3 legal hold on every stored version of ``key``; False when the
+        lock is off (nothing to set)."""
+        validate_key(key)
+        if self.object_lock == "off":
+            return False
+        self._ensure_bucket()
+        try:
+            for version in self._versions(key):
+                if on:
+                    self._client.enable_object_legal_hold(self.bucket, key, version_id=version)
+                else:
+                    self._client.disable_object_legal_hold(self.bucket, key, version_id=version)
+        except Exception as exc:
+            raise _wrap(exc, f"legal hold {key}") from exc
+        return True
+
+    def lock_reason(self, key: str) -> str | None:
+        """Why deleting ``key`` would be refused now (a legal hold, retention until a date), or None."""
+        validate_key(key)
+        if self.object_lock == "off":
+            return None
+        self._ensure_bucket()
+        now = datetime.now(UTC)
+        try:
+            for version in self._versions(key):
+                if self._client.is_object_legal_hold_enabled(self.bucket, key, version_id=version):
+                    return "under S3 legal hold"
+                retention = self._retention(key, version)
+                if retention is not None and retention.retain_until_date is not None:
+                    until = _aware(retention.retain_until_date, key)
+                    if until > now:
+                        return f"retained ({str(retention.mode).lower()}) until {until.isoformat()}"
+        except Exception as exc:
+            raise _wrap(exc, f"lock state {key}") from exc
+        return None
+
+    def _retention(self, key: str, version: str | None) -> Any:
+        from minio.error import S3Error
+
+        try:
+            return self._client.get_object_retention(self.bucket, key, version_id=version)
+        except S3Error as exc:  # an object written without retention has no configuration
+            if exc.code in ("NoSuchObjectLockConfiguration", "ObjectLockConfigurationNotFoundError"):
+                return None
+            raise
+
+    def _versions(self, key: str) -> list[str | None]:
+        """Every stored version of ``key`` (on a locking bucket, which is always versioned)."""
+        return [
+            obj.version_id
+            for obj in self._client.list_objects(self.bucket, prefix=key, include_version=True)
+            if obj.object_name == key and not obj.is_delete_marker
+        ]
 
     def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
         validate_key(key)
@@ -319,11 +405,22 @@ class S3BlobStore:
         validate_key(key)
         self._ensure_bucket()
         try:
-            self._client.remove_object(self.bucket, key)
-        except Exception as exc:
-            if isinstance(_wrap(exc, ""), BlobNotFound):
+            if self.object_lock == "off":
+                self._client.remove_object(self.bucket, key)
                 return
-            raise _wrap(exc, f"delete {key}") from exc
+            # a locking bucket is versioned: a plain DELETE only hides the bytes behind a marker, so
+            # delete each version, which the lock refuses while it holds
+            for version in self._versions(key):
+                self._client.remove_object(self.bucket, key, version_id=version)
+        except Exception as exc:
+            wrapped = _wrap(exc, f"delete {key}")
+            if isinstance(wrapped, BlobNotFound):
+                return
+            # the refusal's code differs by server (AWS: AccessDenied, MinIO: InvalidRequest "WORM protected")
+            reason = self.lock_reason(key)
+            if reason is not None:
+                raise BlobLocked(f"delete {key}: {reason}") from exc
+            raise wrapped from exc
 
     def exists(self, key: str) -> bool:
         try:

@@ -103,6 +103,10 @@ class BlobStoreError(BlackboxError):
     """The blob store failed to put, get or delete an object."""
 
 
+class BlobLocked(BlobStoreError):
+    """S3 Object Lock (retention until a date, or a legal hold) refuses deleting an object."""
+
+
 class BlobNotFound(BlobStoreError):
     """The requested blob key does not exist."""
 

@@ -234,3 +234,41 @@ def services(
 def tmp_settings(tmp_path: Path) -> ServiceSettings:
     """Embedded-default settings rooted in a fresh temporary data dir."""
     return load_service_settings(data_dir=tmp_path / "bb")
+
+
+@pytest.fixture
+def object_lock_store(minio_config: dict[str, Any]) -> Iterator[Any]:
+    """An :class:`~producers.blobstore.S3BlobStore` in governance mode on a fresh bucket of the real MinIO
+    created with object locking; emptied (legal holds cleared, governance bypassed) and removed after."""
+    from minio import Minio
+    from minio.deleteobjects import DeleteObject
+
+    from producers.blobstore import S3BlobStore
+
+    cfg = minio_config
+    bucket = f"bb-lock-{uuid.uuid4().hex[:10]}"
+    store = S3BlobStore(
+        cfg["endpoint"], cfg["access_key"], cfg["secret_key"], bucket, cfg["secure"], object_lock="governance"
+    )
+    try:
+        yield store
+    finally:
+        client = Minio(
+            cfg["endpoint"], access_key=cfg["access_key"], secret_key=cfg["secret_key"], secure=False
+        )
+        if client.bucket_exists(bucket):
+            versions = [
+                (obj.object_name, obj.version_id)
+                for obj in client.list_objects(bucket, recursive=True, include_version=True)
+                if obj.object_name
+            ]
+            for name, version in versions:
+                with suppress(Exception):
+                    client.disable_object_legal_hold(bucket, name, version_id=version)
+            errors = list(
+                client.remove_objects(
+                    bucket, [DeleteObject(n, v) for n, v in versions], bypass_governance_mode=True
+                )
+            )
+            assert not errors, errors
+            client.remove_bucket(bucket)

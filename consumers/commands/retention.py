@@ -145,6 +145,8 @@ def _print_summary(result: CompactionResult) -> None:
     console.print(f"policy {result.policy}; {result.elapsed_seconds:.2f} s")
     for error in result.errors:
         console.print(f"[red]not processed:[/red] {error}")
+    for reason in result.locked:
+        console.print(f"[yellow]locked (S3 Object Lock):[/yellow] {reason}")
 
 
 def hold_command(

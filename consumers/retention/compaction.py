@@ -15,6 +15,11 @@ anywhere is finished by the next run, which plans again from what the index and 
 4. **rows**: new versions: ``metadata-only`` (segment location cleared, ``manifest_json`` kept, so
    show and verify still answer) or ``expired`` (``manifest_json`` cleared too; tool-call and memory
    rows deleted);
+Object Lock (S3, ``BLACKBOX_S3_OBJECT_LOCK``): a segment whose deletion the store would refuse (retention
+until a date, a legal hold) is left entirely as it is (nothing copied, no row changed) and counted as
+``locked`` with the reason; a delete the lock refuses later (a pending one) stays pending. Neither fails
+the run.
+
 5. **delete** the source segments, and the claim-check blobs (``claims/...``, the full body of an
    oversized capture) of decisions that lose their content (idempotent);
 6. **confirm**: a ``segment-deleted`` / ``claim-deleted`` entry per blob.
@@ -32,6 +37,7 @@ grace. It runs last, on a fresh listing, so the segments this run copied frames 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -76,7 +82,7 @@ from consumers.retention.store import (
 from consumers.retention.sweep import Sweeper, SweepTally
 from consumers.storage.segments import SEGMENT_PREFIX, SegmentCorrupt
 from producers.claimcheck import claim_key
-from schemas.errors import BlobNotFound
+from schemas.errors import BlobLocked, BlobNotFound
 
 if TYPE_CHECKING:
     from consumers.index import Index
@@ -92,6 +98,8 @@ __all__ = [
 
 HOOK_POINTS = ("after_copy", "after_log", "after_copy_rows", "after_rows", "after_delete")
 CLAIMS_PREFIX = "claims/"
+
+logger = logging.getLogger(__name__)
 
 
 def retention_dir(data_dir: Path) -> Path:
@@ -125,6 +133,7 @@ class CompactionResult:
     orphan_segments_deleted: int = 0
     orphan_claims_deleted: int = 0
     orphans_in_grace: int = 0
+    locked: tuple[str, ...] = ()  # segments the store's Object Lock kept, each with its reason
 
     @property
     def changed(self) -> bool:
@@ -163,6 +172,8 @@ class CompactionResult:
             "orphan_segments_deleted": self.orphan_segments_deleted,
             "orphan_claims_deleted": self.orphan_claims_deleted,
             "orphans_in_grace": self.orphans_in_grace,
+            "locked": len(self.locked),
+            "locked_reasons": list(self.locked),
             "log_entries": self.log_entries,
             "errors": list(self.errors),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
@@ -178,6 +189,7 @@ class _Tally:
     segments_deleted: int = 0
     claims_deleted: int = 0
     pending_deleted: int = 0
+    locked: list[str] = field(default_factory=list)
 
     def count(self, action: str, n: int = 1) -> None:
         self.counts[action] = self.counts.get(action, 0) + n
@@ -365,6 +377,7 @@ class Compactor:
             orphan_segments_deleted=swept.orphan_segments,
             orphan_claims_deleted=swept.orphan_claims,
             orphans_in_grace=sweep.in_grace,
+            locked=() if tally is None else tuple(tally.locked),
         )
 
     def _entry(self, plan: CompactionPlan, **fields: Any) -> DeletionEntry:
@@ -378,20 +391,33 @@ class Compactor:
         """Blobs a crashed run logged for deletion: delete (idempotent) and confirm."""
         if not plan.pending_deletes:
             return
-        for key in plan.pending_deletes:
-            self.store.delete(key)
+        done = [key for key in plan.pending_deletes if self._delete(key, tally)]
         self._record(
             [
                 self._entry(
                     plan, decision_id="", segment_key=key, action=_confirmation(key), reason="resumed"
                 )
-                for key in plan.pending_deletes
+                for key in done
             ],
             tally,
         )
-        tally.pending_deleted += len(plan.pending_deletes)
-        tally.segments_deleted += sum(1 for key in plan.pending_deletes if not _is_claim(key))
-        tally.claims_deleted += sum(1 for key in plan.pending_deletes if _is_claim(key))
+        tally.pending_deleted += len(done)
+        tally.segments_deleted += sum(1 for key in done if not _is_claim(key))
+        tally.claims_deleted += sum(1 for key in done if _is_claim(key))
+
+    def _delete(self, key: str, tally: _Tally) -> bool:
+        """Delete ``key``; False (and counted as locked) when the store's Object Lock refuses it: its
+        deletion stays logged and unconfirmed, so a later run finishes it once the lock allows."""
+        try:
+            self.store.delete(key)
+        except BlobLocked as exc:
+            self._locked(f"{key}: {exc}; deletion pending until the lock allows", tally)
+            return False
+        return True
+
+    def _locked(self, reason: str, tally: _Tally) -> None:
+        logger.warning("compaction: locked %s", reason)
+        tally.locked.append(reason)
 
     def _claims_of(self, steps: Sequence[Step]) -> list[tuple[Step, str]]:
         """Claim-check blobs (the full capture body of an oversized capture) of decisions losing content.
@@ -427,6 +453,12 @@ class Compactor:
         # 1. copy out
         ready: list[tuple[SegmentPlan, dict[str, tuple[str, int, int]]]] = []
         for seg in batch:
+            lock = self.store.lock_reason(seg.segment_key)
+            if lock is not None:  # the store would refuse the delete: leave the segment as it is
+                self._locked(
+                    f"{seg.segment_key}: {lock}; its {len(seg.steps)} decision(s) left as they are", tally
+                )
+                continue
             try:
                 placed, made = copy_frames(self.store, seg)
                 tally.new_segments.extend(made)
@@ -499,12 +531,12 @@ class Compactor:
         self._hook("after_rows")
 
         # 5. delete, 6. confirm
-        for seg, _ in ready:
-            self.store.delete(seg.segment_key)
-        for _, key in claims:
-            self.store.delete(key)
+        deleted = [
+            key
+            for key in [seg.segment_key for seg, _ in ready] + [key for _, key in claims]
+            if self._delete(key, tally)
+        ]
         self._hook("after_delete")
-        deleted = [seg.segment_key for seg, _ in ready] + [key for _, key in claims]
         self._record(
             [
                 self._entry(plan, decision_id="", segment_key=key, action=_confirmation(key), reason="done")
@@ -512,8 +544,8 @@ class Compactor:
             ],
             tally,
         )
-        tally.segments_deleted += len(ready)
-        tally.claims_deleted += len(claims)
+        tally.segments_deleted += sum(1 for key in deleted if not _is_claim(key))
+        tally.claims_deleted += sum(1 for key in deleted if _is_claim(key))
         for seg, _ in ready:
             for s in seg.steps:
                 tally.count(s.action)

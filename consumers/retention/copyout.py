@@ -71,7 +71,9 @@ def copy_frames(store: BlobStore, seg: SegmentPlan) -> tuple[dict[str, Placement
             first_offset=0,
             digest=hashlib.blake2b(body, digest_size=8).hexdigest(),
         )
-        store.put(key, body)
+        # a consequential copy keeps the lock its decisions had (S3 Object Lock, where the store has it on)
+        until = max(s.decision.expires_at for s, _ in frames) if cls == "consequential" else None
+        store.put(key, body, retain_until=until)
         keys.append(key)
         offset = 0
         for s, frame in frames:

@@ -8,6 +8,10 @@ the decision back to the policy: if its windows have passed, the next compaction
 Every request, including one that changes nothing (already held, not held), is audited twice: a line
 in ``<data_dir>/retention/holds.jsonl`` and a row of ``access_log`` (action ``legal-hold`` /
 ``legal-release``, with the caller, scope and reason).
+
+With a blob store that has S3 Object Lock on, a hold also sets an S3 legal hold on the decision's
+segment (the store then refuses to delete it, whoever asks), and a release clears it once no other
+held decision lives in that segment. Without one, the index's hold is the whole hold.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from consumers.access.log import AccessRecord, IndexAccessLog
 from consumers.index.engine import state_version
 from consumers.retention.clock import Clock, SystemClock, as_utc
 from consumers.retention.lock import retention_lock
-from consumers.retention.store import hold_state, holds, write_versions
+from consumers.retention.store import held_in_segment, hold_state, holds, write_versions
 from schemas.errors import CaptureNotFound, RetentionError
 
 if TYPE_CHECKING:
     from consumers.index import Index
+    from producers.blobstore import BlobStore
 
 __all__ = ["HoldResult", "LegalHolds"]
 
@@ -44,6 +49,7 @@ class HoldResult:
     changed: bool
     content_state: str
     at: datetime
+    store_hold: bool = False  # an S3 legal hold was set (hold) or cleared (release) on the segment
 
 
 class LegalHolds:
@@ -58,8 +64,10 @@ class LegalHolds:
         caller: str,
         scope: str = "operator",
         clock: Clock | None = None,
+        store: BlobStore | None = None,
     ) -> None:
         self.index = index
+        self.store = store
         self.audit_path = Path(audit_path)
         self.lock_path = Path(lock_path)
         self.caller = caller
@@ -68,7 +76,14 @@ class LegalHolds:
 
     @classmethod
     def in_data_dir(
-        cls, data_dir: Path, *, index: Index, caller: str, scope: str, clock: Clock | None = None
+        cls,
+        data_dir: Path,
+        *,
+        index: Index,
+        caller: str,
+        scope: str,
+        clock: Clock | None = None,
+        store: BlobStore | None = None,
     ) -> LegalHolds:
         """Holds audited in ``<data_dir>/retention/holds.jsonl``, under the retention lock there."""
         base = Path(data_dir) / "retention"
@@ -79,6 +94,7 @@ class LegalHolds:
             caller=caller,
             scope=scope,
             clock=clock,
+            store=store,
         )
 
     def hold(self, decision_id: str, *, reason: str) -> HoldResult:
@@ -116,6 +132,7 @@ class LegalHolds:
                     [(decision_id, {"legal_hold": hold, "hold_reason": new_reason})],
                     version=state_version(now),
                 )
+            store_hold = self._store_hold(str(row.get("segment_key") or ""), hold=hold)
             return HoldResult(
                 decision_id=decision_id,
                 legal_hold=hold,
@@ -123,7 +140,17 @@ class LegalHolds:
                 changed=changed,
                 content_state=str(row["content_state"]),
                 at=now,
+                store_hold=store_hold,
             )
+
+    def _store_hold(self, segment_key: str, *, hold: bool) -> bool:
+        """Mirror the hold onto the segment as an S3 legal hold (idempotent); a release leaves it while
+        another held decision shares the segment. False when there is nothing to set."""
+        if self.store is None or not segment_key:
+            return False
+        if not hold and held_in_segment(self.index, segment_key):
+            return False
+        return self.store.set_legal_hold(segment_key, hold)
 
     def _audit(
         self, action: HoldAction, row: dict[str, Any], *, reason: str, changed: bool, at: datetime

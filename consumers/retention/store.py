@@ -29,6 +29,7 @@ __all__ = [
     "decision_agent",
     "delete_child_rows",
     "held_decisions",
+    "held_in_segment",
     "hold_state",
     "holds",
     "insert_deletions",
@@ -372,14 +373,23 @@ def insert_deletions(index: Index, entries: Sequence[DeletionRecord]) -> None:
 
 # --- legal hold and flags --------------------------------------------------------------------------------
 def hold_state(index: Index, decision_id: str) -> dict[str, Any] | None:
-    """``decision_id, agent_id, legal_hold, hold_reason, content_state`` of the decision's current
-    version, or None when the index has no such decision."""
+    """``decision_id, agent_id, legal_hold, hold_reason, content_state, segment_key`` of the decision's
+    current version, or None when the index has no such decision."""
     rows = index.query(
-        "SELECT decision_id, agent_id, legal_hold, hold_reason, content_state FROM decisions FINAL "
+        "SELECT decision_id, agent_id, legal_hold, hold_reason, content_state, segment_key FROM decisions FINAL "
         "WHERE decision_id = {id:String} LIMIT 1",
         {"id": decision_id},
     )
     return rows[0] if rows else None
+
+
+def held_in_segment(index: Index, segment_key: str) -> int:
+    """How many decisions stored in ``segment_key`` are under legal hold now."""
+    rows = index.query(
+        "SELECT count() AS n FROM decisions FINAL WHERE segment_key = {key:String} AND legal_hold",
+        {"key": segment_key},
+    )
+    return int(rows[0]["n"]) if rows else 0
 
 
 def holds(index: Index) -> list[dict[str, Any]]:

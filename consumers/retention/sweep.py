@@ -211,7 +211,10 @@ class Sweeper:
             fresh = self.store.stat(orphan.key)
         except BlobNotFound:
             return False
-        return plan.now - as_utc(fresh.modified) >= plan.grace_for(orphan.kind)
+        if plan.now - as_utc(fresh.modified) < plan.grace_for(orphan.kind):
+            return False
+        # an object the store's lock still protects waits for a later sweep (S3 Object Lock)
+        return self.store.lock_reason(orphan.key) is None
 
 
 def _iso(moment: datetime) -> str:

@@ -104,16 +104,28 @@ class Published:
 
 
 def publish(
-    store: BlobStore, prefix: str, signer: LogSigner, *, size: int, root: bytes, tsa_url: str | None = None
+    store: BlobStore,
+    prefix: str,
+    signer: LogSigner,
+    *,
+    size: int,
+    root: bytes,
+    tsa_url: str | None = None,
+    retain_until: datetime | None = None,
 ) -> str:
-    """Sign and store the checkpoint of ``size`` / ``root``; returns the note."""
+    """Sign and store the checkpoint of ``size`` / ``root``; returns the note.
+
+    ``retain_until`` locks the checkpoint of this size and its timestamp (S3 Object Lock); the latest
+    pointer is rewritten at every publish and stays unlocked.
+    """
     note = signer.sign(size, root)
-    store.put(history_key(prefix, size), note.encode("utf-8"))
+    store.put(history_key(prefix, size), note.encode("utf-8"), retain_until=retain_until)
     if tsa_url:
         from .timestamp import request_timestamp  # httpx and rfc3161-client only when a TSA is set
 
         try:
-            store.put(timestamp_key(prefix, size), request_timestamp(tsa_url, note.encode("utf-8")))
+            stamp = request_timestamp(tsa_url, note.encode("utf-8"))
+            store.put(timestamp_key(prefix, size), stamp, retain_until=retain_until)
         except TransparencyLogError as exc:  # trusted time is best effort; `log verify` reports the gap
             logger.warning("checkpoint %d published without a timestamp: %s", size, exc)
     store.put(checkpoint_key(prefix), note.encode("utf-8"))

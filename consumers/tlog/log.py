@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,6 +71,7 @@ class TransparencyLog:
         lock_path: Path,
         interval: float = 10.0,
         tsa_url: str | None = None,
+        retain_for: timedelta | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -80,6 +81,8 @@ class TransparencyLog:
         self.prefix = prefix.strip("/")
         self.interval = interval
         self.tsa_url = tsa_url
+        # S3 Object Lock retention of every tile and checkpoint written (None: no lock)
+        self.retain_for = retain_for
         self._lock_path = lock_path
         self._clock = clock
         self._now = now
@@ -98,6 +101,9 @@ class TransparencyLog:
             lock_path=settings.data_dir / "tlog" / (prefix.replace("/", "_") + ".lock"),
             interval=settings.tlog_checkpoint_interval,
             tsa_url=settings.tlog_tsa_url,
+            retain_for=(
+                timedelta(days=settings.s3_object_lock_log_days) if settings.s3_object_lock != "off" else None
+            ),
         )
 
     @property
@@ -120,8 +126,9 @@ class TransparencyLog:
                     fresh.append(entry)
             if fresh:
                 new, objects, order = frontier.extend([e.leaf for e in fresh])
+                until = self._retain_until()
                 for name in order:
-                    self.store.put(object_key(self.prefix, name), objects[name])
+                    self.store.put(object_key(self.prefix, name), objects[name], retain_until=until)
                 if hook is not None:
                     hook("after_tlog_tiles")
                 at = self._now()
@@ -157,10 +164,14 @@ class TransparencyLog:
             size=frontier.size,
             root=frontier.root(),
             tsa_url=self.tsa_url,
+            retain_until=self._retain_until(),
         )
         self._published = frontier.size
         logger.info("transparency log %s: checkpoint at %d leaves", self.prefix, frontier.size)
         return note
+
+    def _retain_until(self) -> datetime | None:
+        return self._now() + self.retain_for if self.retain_for is not None else None
 
     # --- state ----------------------------------------------------------------------------------------
     def _current(self) -> Frontier:

@@ -15,13 +15,22 @@ import pytest
 
 from producers.blobstore import BlobStore, LocalBlobStore, S3BlobStore, open_blob_store
 from producers.settings import load_settings
-from schemas.errors import BlobNotFound, BlobStoreError
+from schemas.errors import BlobLocked, BlobNotFound, BlobStoreError
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.minio)])
+@pytest.fixture(
+    params=[
+        "local",
+        pytest.param("s3", marks=pytest.mark.minio),
+        pytest.param("s3-object-lock", marks=pytest.mark.minio),
+    ]
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]:
     if request.param == "local":
         yield LocalBlobStore(tmp_path / "blobs")
+        return
+    if request.param == "s3-object-lock":  # a versioned bucket: delete must remove every version
+        yield request.getfixturevalue("object_lock_store")
         return
     cfg: dict[str, Any] = request.getfixturevalue("minio_config")
     yield S3BlobStore(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"], cfg["secure"])
@@ -212,3 +221,54 @@ def test_s3_unreachable_is_blobstore_error() -> None:
     store = S3BlobStore("127.0.0.1:1", "k", "s", "b", connect_timeout=0.5, retries=0)
     with pytest.raises(BlobStoreError):
         store.put("k", b"v")
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.minio)])
+def test_retain_until_and_legal_hold_without_a_lock_are_no_ops(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, prefix: str
+) -> None:
+    """Unlocked stores accept ``retain_until`` and say a legal hold was not set; delete still works."""
+    store: BlobStore = LocalBlobStore(tmp_path / "blobs")
+    if kind == "s3":
+        cfg: dict[str, Any] = request.getfixturevalue("minio_config")
+        store = S3BlobStore(
+            cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"], cfg["secure"]
+        )
+    until = datetime.now(UTC) + timedelta(days=1)
+    store.put(f"{prefix}/r", b"kept", retain_until=until)
+    assert store.set_legal_hold(f"{prefix}/r", True) is False
+    assert store.lock_reason(f"{prefix}/r") is None
+    store.delete(f"{prefix}/r")
+    assert not store.exists(f"{prefix}/r")
+
+
+@pytest.mark.minio
+def test_object_lock_retention_blocks_delete_until_its_date(object_lock_store: S3BlobStore) -> None:
+    store = object_lock_store
+    until = datetime.now(UTC) + timedelta(seconds=3)
+    store.put("segments/locked.seg", b"evidence", retain_until=until)
+    reason = store.lock_reason("segments/locked.seg")
+    assert reason is not None and reason.startswith("retained (governance) until"), reason
+    with pytest.raises(BlobLocked, match="retained"):
+        store.delete("segments/locked.seg")
+    assert store.get("segments/locked.seg") == b"evidence"
+    time.sleep(max(0.0, (until - datetime.now(UTC)).total_seconds()) + 1.0)
+    assert store.lock_reason("segments/locked.seg") is None
+    store.delete("segments/locked.seg")
+    assert not store.exists("segments/locked.seg")
+    assert list(store.list("segments/")) == []
+
+
+@pytest.mark.minio
+def test_object_lock_legal_hold_blocks_delete_until_released(object_lock_store: S3BlobStore) -> None:
+    store = object_lock_store
+    store.put("segments/held.seg", b"evidence")
+    assert store.lock_reason("segments/held.seg") is None
+    assert store.set_legal_hold("segments/held.seg", True) is True
+    assert store.lock_reason("segments/held.seg") == "under S3 legal hold"
+    with pytest.raises(BlobLocked, match="legal hold"):
+        store.delete("segments/held.seg")
+    assert store.get("segments/held.seg") == b"evidence"
+    store.set_legal_hold("segments/held.seg", False)
+    store.delete("segments/held.seg")
+    assert not store.exists("segments/held.seg")
