@@ -155,15 +155,16 @@ def _check_key_window(sealed: dict[str, Any], *, signer: Any, store: TrustStore)
 
 
 def _signer(settings: Any) -> Any:
-    from producers.evidence import load_signer
+    from producers.evidence.keys import configured_signer
 
-    if settings.signing_key is None and settings.signing_key_b64 is None:
+    signer = configured_signer(settings.signing_key, settings.signing_key_b64)
+    if signer is None:
         raise ContractError(
             "no signing key configured; create one with `blackbox keys generate` and set "
             "BLACKBOX_SIGNING_KEY=<private key file> (or BLACKBOX_SIGNING_KEY_B64)",
             path="signing_key",
         )
-    return load_signer(settings.signing_key, settings.signing_key_b64)
+    return signer
 
 
 def emit_capture_file(file: str, *, rt: Runtime, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

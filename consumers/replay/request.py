@@ -48,6 +48,19 @@ class HashCheck:
         return None if self.expected is None else self.expected == self.actual
 
 
+def mismatched(checks: Sequence[HashCheck]) -> tuple[HashCheck, ...]:
+    """The checks whose recomputed hash differs from the capture's (a check with no hash never does)."""
+    return tuple(c for c in checks if c.ok is False)
+
+
+def require_matching(checks: Sequence[HashCheck], *, sent: str) -> None:
+    """Raise :class:`ContentHashMismatch` naming the first mismatched part; ``sent`` names what was hashed."""
+    for check in mismatched(checks):
+        raise ContentHashMismatch(
+            f"{sent} hashes to {check.actual}, capture says {check.expected}", part=check.part
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RebuiltRequest:
     request: ChatRequest
@@ -56,14 +69,11 @@ class RebuiltRequest:
 
     @property
     def mismatches(self) -> tuple[HashCheck, ...]:
-        return tuple(c for c in self.checks if c.ok is False)
+        return mismatched(self.checks)
 
     def require_exact(self) -> None:
         """Raise :class:`ContentHashMismatch` naming the first part that does not match the capture."""
-        for check in self.mismatches:
-            raise ContentHashMismatch(
-                f"rebuilt request hashes to {check.actual}, capture says {check.expected}", part=check.part
-            )
+        require_matching(self.checks, sent="rebuilt request")
 
 
 def rebuild_request(capture: Mapping[str, Any]) -> RebuiltRequest:

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumers.replay.digest import text_hash
-from consumers.replay.request import HashCheck, require_replayable
+from consumers.replay.request import HashCheck, mismatched, require_matching, require_replayable
 from producers.context import ContextSpan
 from producers.wire.body import appended_items, layout
 from producers.wire.formats import WireSpec, spec_for
-from schemas.errors import CaptureNotReplayable, ContentHashMismatch
+from schemas.errors import CaptureNotReplayable
 
 __all__ = ["RebuiltWire", "WireCall", "WireInputs", "is_wire", "rebuild_wire"]
 
@@ -86,15 +86,11 @@ class RebuiltWire:
 
     @property
     def mismatches(self) -> tuple[HashCheck, ...]:
-        return tuple(c for c in self.checks if c.ok is False)
+        return mismatched(self.checks)
 
     def require_exact(self) -> None:
         """Raise :class:`ContentHashMismatch` naming the first recorded body that is not exact."""
-        for check in self.mismatches:
-            raise ContentHashMismatch(
-                f"recorded request body hashes to {check.actual}, capture says {check.expected}",
-                part=check.part,
-            )
+        require_matching(self.checks, sent="recorded request body")
 
 
 def rebuild_wire(capture: Mapping[str, Any], *, externals: Mapping[str, Any]) -> RebuiltWire:

@@ -88,8 +88,6 @@ def agent_of(index: Index, decision_id: str) -> str:
 
 def signer_for(settings: BlackboxSettings) -> Signer | None:
     """The configured signing key, or None when none is configured."""
-    if settings.signing_key is None and settings.signing_key_b64 is None:
-        return None
-    from producers.evidence import load_signer
+    from producers.evidence.keys import configured_signer
 
-    return load_signer(settings.signing_key, settings.signing_key_b64)
+    return configured_signer(settings.signing_key, settings.signing_key_b64)

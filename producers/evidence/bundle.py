@@ -76,6 +76,7 @@ __all__ = [
     "BundleReport",
     "build_bundle",
     "load_trust",
+    "read_json_object",
     "trust_record",
     "verify_bundle",
 ]
@@ -367,7 +368,8 @@ def _b64(value: object, *, part: str) -> bytes:
 
 
 # --- the SDK's own command line: no services, no CLI extra ---------------------------------------------
-def read_bundle(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path, *, what: str) -> dict[str, Any]:
+    """The JSON object in ``path``; a one-line ``ContractError`` naming the file (``what``: "a bundle")."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -377,8 +379,12 @@ def read_bundle(path: Path) -> dict[str, Any]:
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", path=str(path)
         ) from exc
     if not isinstance(value, dict):
-        raise ContractError("a bundle is a JSON object", path=str(path))
+        raise ContractError(f"{what} is a JSON object", path=str(path))
     return value
+
+
+def read_bundle(path: Path) -> dict[str, Any]:
+    return read_json_object(path, what="a bundle")
 
 
 def run(bundle_path: Path, trust_path: Path, *, log_key: str | None, out: Any = None) -> int:

@@ -151,6 +151,13 @@ def load_signer(
     return Signer(private_key, name=name)
 
 
+def configured_signer(path: Path | str | None, b64: str | bytes | _Secret | None) -> Signer | None:
+    """:func:`load_signer` of the signing-key settings, or None when neither is set."""
+    if path is None and b64 is None:
+        return None
+    return load_signer(path, b64)
+
+
 def public_key_from(value: bytes | str | Path) -> Ed25519PublicKey:
     """An ed25519 public key from raw 32 bytes, PEM (bytes or text), base64 of the raw key, or a PEM file."""
     if isinstance(value, Path):

@@ -22,7 +22,9 @@ from producers.integrations.genai_spans.reads import (
     RequestedTool,
     ToolRead,
     chat_tool,
+    document_read,
     dumps,
+    first_system_text,
 )
 from producers.integrations.genai_spans.span import (
     ABSENT,
@@ -178,14 +180,7 @@ def read_chat(span: Span) -> ChatRead:
         else:
             problems.append("span attribute gen_ai.input.messages is not a list; read as empty")
         if system_prompt is None:
-            system_prompt = next(
-                (
-                    m["content"]
-                    for m in messages
-                    if m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)
-                ),
-                None,
-            )
+            system_prompt = first_system_text(messages)
     tools: tuple[Any, ...] | None = None
     if isinstance(definitions, list):
         tools = tuple(chat_tool(d) for d in definitions)
@@ -259,14 +254,5 @@ def read_documents(span: Span, problems: list[str]) -> list[DocumentRead]:
         if not isinstance(document, Mapping):
             continue
         doc_id, score, content = document.get("id"), document.get("score"), document.get("content")
-        out.append(
-            DocumentRead(
-                span=span,
-                id=str(doc_id) if isinstance(doc_id, str | int) and not isinstance(doc_id, bool) else None,
-                score=float(score)
-                if isinstance(score, int | float) and not isinstance(score, bool)
-                else None,
-                content=content if isinstance(content, str) else None,
-            )
-        )
+        out.append(document_read(span, doc_id=doc_id, score=score, content=content))
     return out

@@ -23,6 +23,8 @@ from producers.integrations.genai_spans.reads import (
     RequestedTool,
     ToolRead,
     chat_tool,
+    document_read,
+    first_system_text,
 )
 from producers.integrations.genai_spans.span import (
     ABSENT,
@@ -145,14 +147,7 @@ def read_chat(span: Span) -> ChatRead:
     problems: list[str] = []
     messages = _messages(attrs, "llm.input_messages.", problems)
     outputs = _messages(attrs, "llm.output_messages.", problems) or []
-    system_prompt = next(
-        (
-            m["content"]
-            for m in messages or ()
-            if m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)
-        ),
-        None,
-    )
+    system_prompt = first_system_text(messages or ())
     output_texts = [m["content"] for m in outputs if isinstance(m.get("content"), str)]
     tokens = number_attribute(attrs, "llm.token_count.prompt")
     return ChatRead(
@@ -223,14 +218,5 @@ def read_documents(span: Span, problems: list[str]) -> list[DocumentRead]:
             document.get("document.score"),
             document.get("document.content"),
         )
-        out.append(
-            DocumentRead(
-                span=span,
-                id=str(doc_id) if isinstance(doc_id, str | int) and not isinstance(doc_id, bool) else None,
-                score=float(score)
-                if isinstance(score, int | float) and not isinstance(score, bool)
-                else None,
-                content=content if isinstance(content, str) else None,
-            )
-        )
+        out.append(document_read(span, doc_id=doc_id, score=score, content=content))
     return out

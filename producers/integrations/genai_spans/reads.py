@@ -13,7 +13,7 @@ as the span carried them (a JSON string stays a string, a structured value stays
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,3 +134,25 @@ def chat_tool(definition: Any) -> Any:
 
 def joined_text(parts: Sequence[str]) -> str | None:
     return None if not parts else "\n".join(parts)
+
+
+def first_system_text(messages: Iterable[Mapping[str, Any]]) -> str | None:
+    """The text of the first system (or developer) message: the prompt when no attribute of its own carries it."""
+    return next(
+        (
+            m["content"]
+            for m in messages
+            if m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)
+        ),
+        None,
+    )
+
+
+def document_read(span: Span, *, doc_id: Any, score: Any, content: Any) -> DocumentRead:
+    """A retrieved document from its raw fields; a field of the wrong type reads as absent."""
+    return DocumentRead(
+        span=span,
+        id=str(doc_id) if isinstance(doc_id, str | int) and not isinstance(doc_id, bool) else None,
+        score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+        content=content if isinstance(content, str) else None,
+    )
