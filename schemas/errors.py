@@ -154,6 +154,14 @@ class ModelClientError(BlackboxError):
     """The model endpoint failed or answered something that is not a chat completion."""
 
 
+class ModelNotFound(ModelClientError):
+    """The endpoint does not serve the requested model (version retired, or never mirrored)."""
+
+    def __init__(self, message: str, *, model: str) -> None:
+        self.model = model
+        super().__init__(message)
+
+
 # --- transparency log ------------------------------------------------------------------------
 class ProofInvalid(VerificationError):
     """A transparency-log proof, checkpoint or signed note does not verify; ``part`` names which

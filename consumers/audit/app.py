@@ -38,7 +38,8 @@ from consumers.access.files import parse_duration
 from consumers.access.gate import AccessLogUnavailable
 from consumers.access.log import AccessRecord
 from consumers.access.requests import new_request
-from consumers.audit.auth import Authenticator, Principal, Unauthenticated
+from consumers.audit.auth import Authenticator, Principal
+from consumers.audit.errors import Unauthenticated
 from consumers.audit.limits import RateLimiter
 from consumers.audit.oidc import oidc_from_settings
 from consumers.audit.requests import AccessRequestBody, DecisionBody

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from consumers.access.scopes import Caller
 from consumers.access.tokens import TOKEN_PREFIX, TokenStore
+from consumers.audit.errors import Unauthenticated
 from consumers.audit.oidc import OidcVerifier
 
 
@@ -25,10 +26,6 @@ class Principal:
 
     caller: Caller
     credential: str
-
-
-class Unauthenticated(Exception):
-    """No credential, or one that does not prove an identity; the endpoint answers 401."""
 
 
 class Authenticator:

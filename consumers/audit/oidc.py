@@ -33,10 +33,10 @@ class OidcVerifier:
             raise ContractError(f"{exc}", path="oidc_jwks_url") from exc
 
     def verify(self, token: str, *, now: datetime) -> tuple[str, Scope]:
-        """``(caller, scope)`` of a valid JWT; :class:`~consumers.audit.auth.Unauthenticated` otherwise."""
+        """``(caller, scope)`` of a valid JWT; :class:`~consumers.audit.errors.Unauthenticated` otherwise."""
         import jwt
 
-        from consumers.audit.auth import Unauthenticated
+        from consumers.audit.errors import Unauthenticated
 
         try:
             key = self._jwks.get_signing_key_from_jwt(token)

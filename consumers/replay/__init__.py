@@ -13,7 +13,7 @@ pacts and a finding's rule (``checks``, ``regress``).
 from consumers.replay.agent_hook import AgentFunction, AgentRun, ReplayHandles, StepLimitReached, run_agent
 from consumers.replay.bisect import BisectResult, ExplainResult, bisect_candidates, explain_change
 from consumers.replay.checks import Check, CheckResult, checks_of, replayed_capture
-from consumers.replay.clients import CallableModelClient, ModelClient, ModelNotFound, OpenAICompatibleClient
+from consumers.replay.clients import CallableModelClient, ModelClient, OpenAICompatibleClient
 from consumers.replay.endpoints import EndpointNotAllowed, EndpointPolicy, InsecureEndpoint, ModelEndpoint
 from consumers.replay.loop import tool_calling_loop
 from consumers.replay.outcome import Comparison, Outcome, compare
@@ -49,6 +49,7 @@ from consumers.replay.versions import (
 )
 from consumers.replay.wire_client import HttpWireClient, WireClient, WireReply
 from consumers.replay.wire_request import WireCall, WireInputs
+from schemas.errors import ModelNotFound
 
 __all__ = [
     "AgentFunction",

@@ -20,18 +20,10 @@ import httpx
 from consumers.replay.endpoints import EndpointPolicy, EndpointSettings
 from producers.wire import openai_chat
 from producers.wire.openai_chat import ChatRequest, ChatResponse
-from schemas.errors import ModelClientError
+from schemas.errors import ModelClientError, ModelNotFound
 
 if TYPE_CHECKING:
     from consumers.replay.wire_client import HttpWireClient
-
-
-class ModelNotFound(ModelClientError):
-    """The endpoint does not serve the requested model (version retired, or never mirrored)."""
-
-    def __init__(self, message: str, *, model: str) -> None:
-        self.model = model
-        super().__init__(message)
 
 
 @runtime_checkable
@@ -102,7 +94,7 @@ class OpenAICompatibleClient:
     @property
     def wire(self) -> HttpWireClient:
         """The same policy and connections, sending a wire capture's recorded bytes in its format."""
-        from consumers.replay.wire_client import HttpWireClient  # it imports this module's errors
+        from consumers.replay.wire_client import HttpWireClient
 
         return HttpWireClient(policy=self.policy, http=self._http)
 

@@ -17,10 +17,9 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 
-from consumers.replay.clients import ModelNotFound
 from consumers.replay.endpoints import EndpointPolicy
 from consumers.replay.wire_request import WireCall
-from schemas.errors import ModelClientError
+from schemas.errors import ModelClientError, ModelNotFound
 
 __all__ = ["HttpWireClient", "WireClient", "WireReply", "wire_url"]
 

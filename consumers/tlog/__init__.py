@@ -15,25 +15,37 @@ appender ingest calls), ``audit`` (verification of the whole log).
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from producers.evidence.merkle import leaf_hash
 from producers.evidence.tlog import root_from_inclusion
 from schemas.errors import ProofInvalid, TransparencyLogError
 
 from .checkpoints import latest, load_log_signer
+from .log import LogSettings
 from .store import leaf_of
 from .tiles import TreeReader
 
 if TYPE_CHECKING:
-    from consumers.app.runtime import Runtime
     from consumers.index import Index
     from producers.blobstore import BlobStore
 
 __all__ = ["log_vkey", "prove"]
 
 
-def log_vkey(runtime: Runtime) -> str:
+class LogRuntime(Protocol):
+    """What :func:`prove` and :func:`log_vkey` use of the app's runtime (declared here, so the log does
+    not import the app room that wires it)."""
+
+    @property
+    def settings(self) -> LogSettings: ...
+    @property
+    def blob_store(self) -> BlobStore: ...
+    @property
+    def index(self) -> Index: ...
+
+
+def log_vkey(runtime: LogRuntime) -> str:
     """The log's C2SP verifier key (``<origin>+<key id>+<base64 key>``): what verifiers of its
     checkpoints and proofs trust."""
     settings = runtime.settings
@@ -41,7 +53,7 @@ def log_vkey(runtime: Runtime) -> str:
 
 
 def prove(
-    store_or_runtime: Runtime | BlobStore,
+    store_or_runtime: LogRuntime | BlobStore,
     decision_id: str,
     *,
     index: Index | None = None,

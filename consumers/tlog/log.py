@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from schemas.errors import TransparencyLogError
 
@@ -40,13 +40,34 @@ from .frontier import Frontier, object_key
 from .store import LeafRow, insert_leaves, leaf_count, logged_ids
 
 if TYPE_CHECKING:
-    from consumers.app.settings import ServiceSettings
     from consumers.index import Index
     from producers.blobstore import BlobStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Entry", "TransparencyLog"]
+__all__ = ["Entry", "LogSettings", "TransparencyLog"]
+
+
+class LogSettings(Protocol):
+    """What the log reads of the service settings (declared here, so the log does not import the app
+    room that wires it)."""
+
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def resolved_tlog_prefix(self) -> str: ...
+    @property
+    def resolved_tlog_key(self) -> Path: ...
+    @property
+    def tlog_origin(self) -> str: ...
+    @property
+    def tlog_checkpoint_interval(self) -> float: ...
+    @property
+    def tlog_tsa_url(self) -> str | None: ...
+    @property
+    def s3_object_lock(self) -> str: ...
+    @property
+    def s3_object_lock_log_days(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +112,7 @@ class TransparencyLog:
         self._last_publish = clock()
 
     @classmethod
-    def from_settings(cls, settings: ServiceSettings, *, store: BlobStore, index: Index) -> TransparencyLog:
+    def from_settings(cls, settings: LogSettings, *, store: BlobStore, index: Index) -> TransparencyLog:
         prefix = settings.resolved_tlog_prefix
         return cls(
             store=store,
