@@ -194,11 +194,13 @@ class Runtime:
         substitute_model: str | None = None,
         live_tools: ToolBackend | None = None,
         live_reason: str | None = None,
+        reveal: bool = False,
     ) -> Replayer:
         """The Replayer over the stored captures (or ``source``), through :attr:`gate` as ``caller``
         (default: the configured one, for ``reason``), verifying against :attr:`trust_store`; the
-        other arguments are :class:`~consumers.replay.Replayer`'s."""
+        other arguments are :class:`~consumers.replay.Replayer`'s (``reveal`` opens the key vault)."""
         from consumers.replay import EvidenceVerifier, Replayer
+        from producers.privacy.protect import vault_from_settings
 
         return Replayer(
             source=source if source is not None else self.capture_source,
@@ -210,6 +212,8 @@ class Runtime:
             substitute_model=substitute_model,
             live_tools=live_tools,
             live_reason=live_reason,
+            reveal=reveal,
+            vault=vault_from_settings(self.settings, self.blob_store) if reveal else None,
         )
 
     def ingest(self, **options: Any) -> IngestService:
@@ -217,6 +221,7 @@ class Runtime:
         store file as it changes, under the configured retention policy, pacts and fault hook. ``options`` go
         to :func:`~consumers.ingest.service.build_service` (``batch_size``, ``workers`` …)."""
         from consumers.ingest.service import ReloadingTrust, build_service
+        from consumers.privacy.ids import index_ids
 
         return build_service(
             self.settings,
@@ -227,6 +232,7 @@ class Runtime:
             pacts=self.pacts.rules,
             fault=self.settings.fault or None,
             tlog=self.transparency_log if self.settings.tlog else None,
+            index_id_key=index_ids(self.settings).key,
             **options,
         )
 
@@ -250,6 +256,7 @@ class Runtime:
             caller=self.settings.caller,
             scope=self.settings.scope,
             clock=clock,
+            store=self.blob_store,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------

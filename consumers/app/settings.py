@@ -37,6 +37,15 @@ class ServiceSettings(BlackboxSettings):
         None, description="Retention policy TOML; default: the packaged policy (article defaults)."
     )
 
+    # immutability where the store offers it: S3 Object Lock on consequential segments and log tiles
+    s3_object_lock: Literal["off", "governance", "compliance"] = Field(
+        "off",
+        description="S3 Object Lock mode for consequential segments and log tiles (bucket created with locking).",
+    )
+    s3_object_lock_log_days: int = Field(
+        3650, ge=1, description="Days each log tile and checkpoint is retained under the lock."
+    )
+
     # pacts: behavioural commitments evaluated on every decision at ingest (consumers.pacts)
     pacts: Path | None = Field(
         None, description="Pact file (TOML, CEL rules); default <data_dir>/pacts.toml."
@@ -101,6 +110,15 @@ class ServiceSettings(BlackboxSettings):
         False, description="Allow sending a key over plain http:// to a host that is not loopback."
     )
 
+    # personal data in the index (consumers.privacy.ids): identifiers stored as keyed hashes
+    index_id_key_file: Path | None = Field(
+        None,
+        description="HMAC key for origin ids in index rows; default <data_dir>/index_id.key (created 0600).",
+    )
+    index_raw_ids: bool = Field(
+        False, description="Store origin_user_id / origin_session_id raw in the index instead of hashed."
+    )
+
     # crash tests only: the ingest loop kills its own process at this named point (consumers.ingest.loop)
     fault: str | None = Field(None, description="Test-only crash point for the ingest loop; never set it.")
 
@@ -111,6 +129,10 @@ class ServiceSettings(BlackboxSettings):
     @property
     def resolved_trust_store(self) -> Path:
         return self.trust_store or self.data_dir / "trust.toml"
+
+    @property
+    def resolved_index_id_key_file(self) -> Path:
+        return self.index_id_key_file or self.data_dir / "index_id.key"
 
     @property
     def resolved_pacts(self) -> Path:

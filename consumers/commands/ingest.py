@@ -174,6 +174,7 @@ def show_command(
     ] = False,
 ) -> None:
     """Show one stored capture (logged in the access log), verified at read time."""
+    from consumers.privacy.ids import index_ids
     from consumers.privacy.view import privacy_view
     from consumers.storage.reader import load_capture
     from consumers.verify.stored import judge_shown
@@ -197,7 +198,7 @@ def show_command(
             else:
                 typer.echo(unreadable.line())
             raise typer.Exit(unreadable.exit_code) from exc
-        verdict = judge_shown(shown, index=index, trust=trust)
+        verdict = judge_shown(shown, index=index, trust=trust, ids=index_ids(rt.settings))
         privacy = privacy_view(
             shown.capture,
             vault=vault_from_settings(rt.settings, rt.blob_store),

@@ -37,6 +37,7 @@ def erase_command(
 ) -> None:
     """Erase the original of personal data (destroy its data keys); the evidence keeps verifying."""
     from consumers.privacy.erasure import Eraser
+    from consumers.privacy.ids import index_ids
     from consumers.retention.compaction import retention_dir
     from consumers.retention.log import DeletionLog
     from producers.privacy.keys import DataKeyStore
@@ -48,6 +49,7 @@ def erase_command(
             index=rt.index,
             keys=DataKeyStore(rt.blob_store),
             log=DeletionLog(rt.index, retention_dir(rt.settings.data_dir) / "deletions.jsonl"),
+            ids=index_ids(rt.settings),
         )
         ids = eraser.decisions_of(subject) if subject is not None else list(decision or ())
         results = eraser.erase(ids, reason=reason)

@@ -136,6 +136,7 @@ def _replayer(
     live_tools: str | None = None,
     live_reason: str | None = None,
     directory: Path | None = None,
+    reveal: bool = False,
 ) -> Iterator[_Session]:
     settings = load_service_settings(caller=access.caller, scope=access.scope)
     with open_runtime(settings, grants=access.grants, existing_index=True) as rt, ExitStack() as stack:
@@ -168,6 +169,7 @@ def _replayer(
             substitute_model=substitute,
             live_tools=backend,
             live_reason=live_reason,
+            reveal=reveal,
         )
         yield _Session(replayer, source, IndexReplayRunLog(index), settings, rt)
 
@@ -229,8 +231,16 @@ def replay_command(
     scope: ScopeOpt = None,
     reason: ReasonOpt = "",
     grants: GrantsOpt = None,
+    reveal: Annotated[
+        bool,
+        typer.Option(
+            "--reveal",
+            help="Replay the original of redacted personal data (a personal_data grant; logged as reveal).",
+        ),
+    ] = False,
 ) -> None:
-    """Replay one decision as captured and under each --vary, and compare with the capture."""
+    """Replay one decision as captured and under each --vary, and compare with the capture; a redacted
+    capture replays on its redacted view unless --reveal (the report says which view)."""
     if live and not (authorize and authorize.strip() and tool_endpoint):
         raise ContractError("--live needs --authorize REASON and --tool-endpoint URL", path="--live")
     did = _decision_id(decision_id, file)
@@ -245,6 +255,7 @@ def replay_command(
         substitute=substitute_model,
         live_tools=tool_endpoint if live else None,
         live_reason=authorize if live else None,
+        reveal=reveal,
     ) as session:
         variations = _variations(vary, session.versions)
         prepared = session.replayer.prepare(did)

@@ -1,6 +1,9 @@
 """``blackbox verify``: is a capture evidence? Prints the verdict and exits by it.
 
-- ``blackbox verify --file FILE.json`` verifies a capture in the JSON form.
+- ``blackbox verify --file FILE.json`` verifies a capture in the JSON form, or the output of
+  ``blackbox show ID --json`` (its ``capture``; a view without one says what is missing).
+- ``blackbox verify --bundle FILE --trust KEYFILE [--log-key VKEY]`` verifies an evidence bundle
+  offline (:mod:`producers.evidence.bundle`): ``INCOMPLETE`` (exit 1) when it has no inclusion proof.
 - ``blackbox verify DECISION_ID`` checks the stored capture (one range GET) and its index rows,
   after the access gate has logged the read; a compacted decision verifies from its manifest.
 
@@ -24,29 +27,55 @@ from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.verify.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
 from producers.evidence import TrustStore, verify_capture
+from producers.evidence.bundle import read_json_object
 from schemas.errors import ContractError, VerificationError
 
 __all__ = ["register", "verify_command"]
 
 
-def _load_capture_file(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ContractError(f"cannot read: {exc}", path=str(path)) from exc
-    except json.JSONDecodeError as exc:
+def _unwrap_show_view(document: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The capture inside ``blackbox show --json`` output; an error saying what is missing if none."""
+    if "signature" in document or not {"capture", "verification", "contentState"} & set(document):
+        return document
+    if "bundleFormat" in document:
         raise ContractError(
-            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", path=str(path)
-        ) from exc
-    if not isinstance(value, dict):
-        raise ContractError("a capture is a JSON object", path=str(path))
-    return value
+            "this is an evidence bundle: verify it with --bundle FILE --trust KEYFILE", path=str(path)
+        )
+    capture = document.get("capture")
+    if isinstance(capture, dict) and capture:
+        return capture
+    state = document.get("contentState") or (document.get("verification") or {}).get("verdict")
+    raise ContractError(
+        f"this `show --json` output holds no capture (state {state!r}): nothing was readable to verify",
+        path=f"{path}:capture",
+    )
+
+
+def _verify_bundle(path: Path, trust: Path | None, log_key: str | None) -> None:
+    from producers.evidence.bundle import run
+
+    if trust is None:
+        raise ContractError(
+            "--bundle needs --trust KEYFILE (a trust store TOML or the signer's public key)", path="--trust"
+        )
+    code = run(path, trust, log_key=log_key, out=_Echo())
+    if code:
+        raise typer.Exit(code)
+
+
+class _Echo:
+    def write(self, text: str) -> None:
+        if text.strip():
+            typer.echo(text.rstrip("\n"))
 
 
 def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore, reason: str) -> None:
     """Verify the stored capture and its index rows, after the access gate logged the read."""
+    from consumers.privacy.ids import index_ids
+    from consumers.privacy.reveal import erasure_note
     from consumers.storage.store import current_row
     from consumers.verify.stored import stored_verdict
+    from producers.privacy.keys import DataKeyStore
 
     with open_runtime(settings, existing_index=True) as rt:
         index = rt.index
@@ -57,8 +86,11 @@ def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore
             else {"decisionId": decision_id, "agentId": (row or {}).get("agent_id", "")}
         )
         rt.gate.authorize(rt.caller(reason), subject, action="verify")
-        verdict = stored_verdict(decision_id, index=index, store=rt.blob_store, trust=trust)
-    for line in (verdict.line(), *verdict.notes()):
+        verdict = stored_verdict(
+            decision_id, index=index, store=rt.blob_store, trust=trust, ids=index_ids(rt.settings)
+        )
+        erased = erasure_note(decision_id, DataKeyStore(rt.blob_store))  # the evidence verifies without it
+    for line in (verdict.line(), *verdict.notes(), *([erased] if erased else [])):
         typer.echo(line)
     if verdict.exit_code:
         raise typer.Exit(verdict.exit_code)
@@ -75,16 +107,29 @@ def verify_command(
     reason: Annotated[
         str, typer.Option("--reason", help="Why you are reading; recorded in the access log.")
     ] = "verify",
+    bundle: Annotated[
+        Path | None, typer.Option("--bundle", help="An evidence bundle (blackbox export), verified offline.")
+    ] = None,
+    trust_file: Annotated[
+        Path | None,
+        typer.Option("--trust", help="With --bundle: trust store TOML or the signer's public key."),
+    ] = None,
+    log_key: Annotated[
+        str | None, typer.Option("--log-key", help="With --bundle: the log's verifier key (text or file).")
+    ] = None,
 ) -> None:
-    """Verify a capture's signature, key, content hashes and working-set root."""
-    if (decision_id is None) == (file is None):
-        raise ContractError("give either a DECISION_ID or --file FILE.json", path="verify")
+    """Verify a capture's signature, key, content hashes and working-set root (or a whole evidence bundle)."""
+    if sum(x is not None for x in (decision_id, file, bundle)) != 1:
+        raise ContractError("give one of DECISION_ID, --file FILE.json or --bundle FILE", path="verify")
+    if bundle is not None:
+        _verify_bundle(bundle, trust_file, log_key)
+        return
     settings = load_service_settings(trust_store=trust_store)
     trust = TrustStore.load(settings.resolved_trust_store)  # strict: a missing trust store is an error
     if file is None:
         _verify_by_id(str(decision_id), settings, trust, reason)
         return
-    capture = _load_capture_file(file)
+    capture = _unwrap_show_view(read_json_object(file, what="a capture"), file)
     name = capture.get("decisionId") or decision_id or (str(file) if file else "?")
     try:
         report = verify_capture(capture, trust)

@@ -19,7 +19,7 @@ Defaults when the caller (ingest, with its retention policy) does not pass them:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -243,8 +243,12 @@ def decision_rows(
     legal_hold: bool = False,
     hold_reason: str = "",
     version: int = 0,
+    hash_id: Callable[[str], str] | None = None,
 ) -> CaptureRows:
     """The rows of one capture (JSON form). See the module docstring for the defaults.
+
+    ``hash_id`` turns ``origin_user_id`` and ``origin_session_id`` into what the index stores (ingest
+    passes :meth:`consumers.privacy.ids.IndexIds.of`: keyed hashes); None keeps them raw.
 
     ``manifest_json`` is the capture's JSON form with every content part absent and the signature kept
     (the caller builds it with the evidence module), so a compacted decision still verifies from the
@@ -342,8 +346,10 @@ def decision_rows(
     decision = {
         **common,
         "runtime_id": _s(capture.get("runtimeId")),
-        "origin_user_id": _s(inp.get("originUserId")),
-        "origin_session_id": _s(inp.get("originSessionId")),
+        "origin_user_id": hash_id(_s(inp.get("originUserId"))) if hash_id else _s(inp.get("originUserId")),
+        "origin_session_id": hash_id(_s(inp.get("originSessionId")))
+        if hash_id
+        else _s(inp.get("originSessionId")),
         "capture_level": level,
         "fidelity": _s(capture.get("fidelity")) or "sdk",  # a v1 capture is recorded by hand
         "content_state": content_state or _content_state(capture, level),

@@ -194,6 +194,7 @@ class BatchProcessor:
         workers: int = 0,
         pacts: Sequence[Rule] = (),
         tlog: TransparencyLog | None = None,
+        index_id_key: bytes | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -206,6 +207,7 @@ class BatchProcessor:
         self.require_signed_flags = require_signed_flags
         self.pacts = tuple(pacts)
         self.tlog = tlog
+        self.index_id_key = index_id_key  # None: origin ids indexed raw (consumers.privacy.ids)
         self._dlq = DlqLimitState(dlq_limit or DlqLimit())
         self._pool = PreparePool(workers)
         self._trust_keys: tuple[Any, ...] = ()
@@ -232,6 +234,7 @@ class BatchProcessor:
             self.level,
             integer_ranges=self._ranges,
             pacts=self.pacts,
+            index_id_key=self.index_id_key,
         )
 
     # --- the whole batch ----------------------------------------------------------------------------
@@ -529,7 +532,7 @@ class BatchProcessor:
             for item in items:
                 writer.append_frame(item.frame)
             key, body = writer.finish()
-            self.store.put(key, body)
+            self.store.put(key, body, retain_until=_locked_until(cls, items))
             for item, location in zip(items, writer.locations(), strict=True):
                 item.location = location
             keys.append(key)
@@ -582,3 +585,16 @@ def _dedup_token(items: Sequence[_Item]) -> str:
         digest.update(item.decision_id.encode())
         digest.update(item.sha.encode())
     return "ingest:" + digest.hexdigest()
+
+
+def _locked_until(retention_class: str, items: Sequence[_Item]) -> datetime | None:
+    """A consequential segment is kept (S3 Object Lock, where the store has it on) until its last
+    decision's record expires; other classes are compacted after 30 days and are never locked."""
+    if retention_class != "consequential":
+        return None
+    moments = [
+        m
+        for item in items
+        if item.rows is not None and isinstance(m := item.rows.decision.get("expires_at"), datetime)
+    ]
+    return max(moments) if moments else None

@@ -29,6 +29,7 @@ import zstandard
 from consumers.index import CaptureRows, decision_rows
 from consumers.pacts.evaluate import Evaluation, evaluate_capture
 from consumers.pacts.expression import Rule
+from consumers.privacy.ids import IndexIds
 from consumers.retention.policy import RetentionPolicy
 from consumers.storage.segments import DEFAULT_LEVEL
 from producers.evidence import TrustedKey, TrustStore, verify_capture
@@ -94,6 +95,7 @@ class PrepareContext:
     integer_ranges: IntegerRanges | None = None  # what the index's integer columns hold (admission)
     clock_skew: timedelta = CLOCK_SKEW
     pacts: tuple[Rule, ...] = ()  # rules, not programs: CEL programs do not pickle (consumers.pacts)
+    index_id_key: bytes | None = None  # origin ids hashed under it in index rows (consumers.privacy.ids)
 
 
 _trust_cache: dict[str, TrustStore] = {}
@@ -207,6 +209,7 @@ def _prepare_capture(data: bytes, capture: dict[str, Any], ctx: PrepareContext, 
             retention_class=retention.retention_class,
             retention_days=retention.retention_days,
             expires_at=retention.expires_at,
+            hash_id=IndexIds(ctx.index_id_key).of if ctx.index_id_key is not None else None,
         )
     except ContractError as exc:  # verified, yet not indexable (e.g. a malformed capturedAt)
         return Prepared("capture", reason="ContractError", part=exc.path, detail=str(exc), **common)

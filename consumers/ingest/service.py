@@ -133,6 +133,7 @@ def build_service(
     telemetry: IngestTelemetry | None = None,
     pacts: Sequence[Rule] = (),
     tlog: TransparencyLog | None = None,
+    index_id_key: bytes | None = None,
 ) -> IngestService:
     """An :class:`IngestService` reading the transport ``settings`` name into ``index`` (the caller
     closes it), verifying against ``trust``; ``store`` defaults to the settings' blob store and
@@ -142,7 +143,8 @@ def build_service(
     :mod:`consumers.ingest.prepare`); 0 does it inline. ``telemetry`` defaults to one feeding the
     process's ingest metrics, with a health check that goes stale after ``max(30, 10 x max_wait)`` s.
     ``pacts`` are evaluated on every verified capture (:mod:`consumers.pacts`); ``tlog`` gets a leaf
-    per indexed capture (:mod:`consumers.tlog`).
+    per indexed capture (:mod:`consumers.tlog`). ``index_id_key`` hashes origin ids in index rows
+    (:mod:`consumers.privacy.ids`; None: raw).
     """
     hook = kill_at(fault)
     store = store or open_blob_store(settings)
@@ -160,6 +162,7 @@ def build_service(
         workers=workers,
         pacts=pacts,
         tlog=tlog,
+        index_id_key=index_id_key,
     )
     config = loop_config or LoopConfig(batch_size=batch_size, max_wait=max_wait)
     if telemetry is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
+from consumers.privacy.ids import IndexIds
 from consumers.retention.log import DeletionEntry, DeletionLog
 from consumers.retention.store import hold_state
 from producers.privacy.keys import DataKeyStore
@@ -56,19 +57,27 @@ class Eraser:
     """Crypto-shred the data keys of decisions of one index (see the module docstring)."""
 
     def __init__(
-        self, *, index: Index, keys: DataKeyStore, log: DeletionLog, clock: Callable[[], datetime] = _now
+        self,
+        *,
+        index: Index,
+        keys: DataKeyStore,
+        log: DeletionLog,
+        ids: IndexIds | None = None,
+        clock: Callable[[], datetime] = _now,
     ) -> None:
         self.index = index
+        self.ids = ids or IndexIds(None)
         self.keys = keys
         self.log = log
         self.clock = clock
 
     def decisions_of(self, subject: str) -> list[str]:
-        """Every indexed decision whose ``input.originUserId`` is ``subject``."""
+        """Every indexed decision whose ``input.originUserId`` is ``subject`` (the index holds it as a
+        keyed hash, or raw for rows from before hashing or opted out: both are looked up)."""
         rows = self.index.query(
-            "SELECT DISTINCT decision_id FROM decisions FINAL WHERE origin_user_id = {s:String} "
+            "SELECT DISTINCT decision_id FROM decisions FINAL WHERE origin_user_id IN {s:Array(String)} "
             "ORDER BY decision_id",
-            {"s": subject},
+            {"s": list(self.ids.lookup(subject))},
         )
         return [str(row["decision_id"]) for row in rows]
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from consumers.access import AccessGate, Caller
     from consumers.access.log import AccessRecord
 
-__all__ = ["NothingToReveal", "Revealed", "authorize_reveal", "original_state", "reveal"]
+__all__ = ["NothingToReveal", "Revealed", "authorize_reveal", "erasure_note", "original_state", "reveal"]
 
 
 class NothingToReveal(BlackboxError):
@@ -107,6 +107,22 @@ def _absent_reason(privacy: Mapping[str, Any]) -> str:
     return "the sealed original is not in this copy (structured-only or compacted: content is gone)"
 
 
+def erasure_note(decision_id: str, keys: DataKeyStore) -> str | None:
+    """The line "original erased on DATE (reason)" when ``decision_id``'s data key was shredded, else None
+    (for ``verify``, which says it beside a verdict that still holds)."""
+    try:
+        record = keys.get(decision_id)
+    except KeyUnavailable:
+        return None  # an unreadable key record is not an erasure; reveal names it when asked
+    if record is None or not record.erased:
+        return None
+    return _erased(record.erased_at, record.erase_reason)
+
+
+def _erased(at: object, reason: object) -> str:
+    return f"original erased on {at} ({reason})"
+
+
 def original_state(capture: Mapping[str, Any], keys: DataKeyStore) -> dict[str, Any] | None:
     """What became of the original, for ``show``; None when nothing was redacted.
 
@@ -127,7 +143,7 @@ def original_state(capture: Mapping[str, Any], keys: DataKeyStore) -> dict[str, 
     if record is not None and record.erased:
         return state | {
             "original": "erased",
-            "note": f"original erased on {record.erased_at} ({record.erase_reason})",
+            "note": _erased(record.erased_at, record.erase_reason),
             "erasedAt": record.erased_at,
             "erasureReason": record.erase_reason,
         }

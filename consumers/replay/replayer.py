@@ -17,11 +17,11 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from consumers.access import AccessGate, Caller, denial, raise_if_denied
 from consumers.replay.agent_hook import DEFAULT_MAX_MODEL_CALLS, AgentFunction, AgentRun, run_agent
-from consumers.replay.clients import ModelClient, ModelNotFound
+from consumers.replay.clients import ModelClient
 from consumers.replay.loop import tool_calling_loop
 from consumers.replay.memory_variation import memory_items
 from consumers.replay.outcome import Comparison, Outcome, compare
@@ -34,13 +34,31 @@ from consumers.replay.wire_client import WireClient
 from consumers.replay.wire_loop import run_wire
 from consumers.replay.wire_request import WireInputs, is_wire, rebuild_wire
 from consumers.replay.wire_variation import apply_all_wire
-from schemas.errors import BlackboxError, CaptureNotReplayable, ReplayDivergence, VerificationError
+from schemas.errors import (
+    BlackboxError,
+    CaptureNotReplayable,
+    ModelNotFound,
+    ReplayDivergence,
+    VerificationError,
+)
+
+if TYPE_CHECKING:
+    from producers.privacy.keys import Vault
 
 PREPARE_BATCH = 64
+
+View = Literal["original", "redacted"]
+"""Which view of the content a replay used: ``redacted`` (personal data as placeholders, the default
+for a redacted capture) or ``original`` (revealed under a personal-data grant, or nothing was redacted)."""
 
 
 class UnverifiedCapture(VerificationError):
     """No verifier was configured, so the capture's signature and hashes were not checked."""
+
+
+class RevealRefused(BlackboxError):
+    """The original of a redacted capture is not revealed for this replay (it does not verify, or no
+    vault is configured)."""
 
 
 class NoVariation(InvalidVariation):
@@ -63,6 +81,8 @@ class PreparedCapture:
     original: Outcome
     live: LiveTools | None = None
     model_endpoint: str | None = None
+    view: View = "original"
+    """``redacted`` when personal data was redacted and not revealed (see :data:`View`)."""
 
     @property
     def decision_id(self) -> str:
@@ -149,6 +169,9 @@ class Replayer:
     the backend, after the gate has logged the operator's reason for each decision.
     ``wire_client`` sends wire captures' recorded bytes (default: ``client.wire`` when the client
     has one, as :class:`~consumers.replay.clients.OpenAICompatibleClient` does).
+    ``reveal`` (with ``vault``) replays a redacted capture on its original: only after it verified and
+    the gate logged an allowed ``reveal`` for the caller (a personal-data grant); each original part is
+    checked against its signed hash. Without it a redacted capture replays on the redacted view.
     """
 
     def __init__(
@@ -166,6 +189,8 @@ class Replayer:
         live_tools: ToolBackend | None = None,
         live_reason: str | None = None,
         wire_client: WireClient | None = None,
+        reveal: bool = False,
+        vault: Vault | None = None,
     ) -> None:
         if live_tools is not None and not (live_reason or "").strip():
             raise ValueError("live tools need an explicit authorization reason")
@@ -181,6 +206,8 @@ class Replayer:
         self._max_model_calls = max_model_calls
         self._live_backend = live_tools
         self._live_reason = live_reason or ""
+        self._reveal = reveal
+        self._vault = vault
 
     # -- the three entry points -------------------------------------------------------------
     def replay(
@@ -360,8 +387,9 @@ class Replayer:
 
     def _check(self, capture: Mapping[str, Any]) -> PreparedCapture:
         verified, note, key_id = self._verify(capture)
+        capture, view = self._view(capture, verified=verified)
         if is_wire(capture):
-            return self._check_wire(capture, verified=verified, note=note, key_id=key_id)
+            return self._check_wire(capture, verified=verified, note=note, key_id=key_id, view=view)
         rebuilt = rebuild_request(capture)
         if rebuilt.mismatches:
             if not self._allow_unverified:
@@ -391,10 +419,33 @@ class Replayer:
             original=Outcome.from_capture(capture),
             live=live,
             model_endpoint=destination,
+            view=view,
         )
 
+    def _view(self, capture: Mapping[str, Any], *, verified: bool) -> tuple[Mapping[str, Any], View]:
+        """The capture to replay and which view it is: the original only when revealed (see the class)."""
+        if not isinstance(capture.get("privacy"), dict):
+            return capture, "original"  # nothing was redacted: the capture is its original
+        if not self._reveal:
+            return capture, "redacted"
+        from consumers.privacy.reveal import authorize_reveal, reveal
+
+        decision_id = capture.get("decisionId")
+        if not verified:  # the original hashes are only as good as the signature over them
+            raise RevealRefused(f"{decision_id} is not revealed: the stored capture does not verify")
+        if self._vault is None:
+            raise RevealRefused(f"{decision_id} is not revealed: no key vault is configured")
+        authorize_reveal(self._gate, self._caller, capture)  # logged; raises AccessDenied if refused
+        return reveal(capture, vault=self._vault).capture, "original"
+
     def _check_wire(
-        self, capture: Mapping[str, Any], *, verified: bool, note: str | None, key_id: str | None
+        self,
+        capture: Mapping[str, Any],
+        *,
+        verified: bool,
+        note: str | None,
+        key_id: str | None,
+        view: View = "original",
     ) -> PreparedCapture:
         """``_check`` for a wire capture: its recorded bodies, each hash-checked before any is sent."""
         if self._live_backend is not None:
@@ -421,6 +472,7 @@ class Replayer:
             key_id=key_id,
             original=Outcome.from_capture(capture),
             model_endpoint=destination,
+            view=view,
         )
 
     def _verify(self, capture: Mapping[str, Any]) -> tuple[bool, str | None, str | None]:

@@ -65,6 +65,8 @@ class ReplayReport:
     fidelity: str = "sdk"
     fidelity_note: str = ""
     """What the capture's fidelity lets this replay prove (:mod:`consumers.replay.fidelity`)."""
+    view: str = "original"
+    """Which view of the content was replayed: ``redacted`` or ``original`` (:data:`~consumers.replay.replayer.View`)."""
 
     @property
     def as_captured(self) -> ReportRow:
@@ -135,6 +137,7 @@ def build_report(
         model_endpoint=prepared.model_endpoint,
         fidelity=fidelity_of(prepared.capture),
         fidelity_note=fidelity_note(prepared.capture),
+        view=prepared.view,
     )
 
 
@@ -190,6 +193,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "verificationNote": report.verification_note,
         "fidelity": report.fidelity,
         "fidelityNote": report.fidelity_note,
+        "view": report.view,
         "capturedEndpoint": report.captured_endpoint,
         "modelEndpoint": report.model_endpoint,
         "requestChecks": [
@@ -238,6 +242,13 @@ def _row_json(row: ReportRow) -> dict[str, Any]:
     }
 
 
+_VIEW_NOTES = {
+    "redacted": "redacted (personal data replayed as placeholders; --reveal with a personal_data grant "
+    "replays the original)",
+    "original": "original",
+}
+
+
 def render_table(report: ReplayReport, console: Console) -> None:
     status = (
         "[green]verified[/green]" if report.verified else f"[bold red]{report.verification_note}[/bold red]"
@@ -248,6 +259,7 @@ def render_table(report: ReplayReport, console: Console) -> None:
         markup=False,
     )
     console.print(f"fidelity: {report.fidelity_note or report.fidelity}", markup=False)
+    console.print(f"view: {_VIEW_NOTES.get(report.view, report.view)}", markup=False)
     table = Table(show_lines=False)
     for column in (
         "run",

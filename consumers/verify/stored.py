@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from consumers.index import decision_rows
+from consumers.privacy.ids import HMAC_PREFIX, IndexIds
 from consumers.storage.reader import CONTENT_NOTES, StoredCapture, read_stored
 from consumers.storage.store import CHILD_TABLES, child_rows, current_row, quarantine_rows
 from producers.evidence import VerificationReport, verify_capture
@@ -67,6 +68,7 @@ _STATEFUL = frozenset(
     }
 )
 _CHILD_STATEFUL = frozenset({"content_bytes"})
+_ORIGIN_IDS = frozenset({"origin_user_id", "origin_session_id"})
 
 
 class IndexRowMismatch(VerificationError):
@@ -102,11 +104,13 @@ def verify_stored(
     store: BlobStore,
     trust: TrustStore,
     at: datetime | None = None,
+    ids: IndexIds | None = None,
 ) -> StoredVerification:
     """Verify the stored capture of ``decision_id`` and its index rows; raises naming the failing part.
 
     Raises :class:`VerificationError` (a verdict: tampered, missing, untrusted), :class:`EvidenceExpired`,
-    :class:`CaptureNotFound`, or an operational error (index or blob store unreachable).
+    :class:`CaptureNotFound`, or an operational error (index or blob store unreachable). ``ids``
+    checks the row's keyed-hash origin ids (:func:`check_rows`).
     """
     row = current_row(index, decision_id)
     if row is None:
@@ -124,7 +128,7 @@ def verify_stored(
         state = "metadata-only"
     else:
         capture = decode(read_stored(store, row)).value
-    report = _check(index, row, capture, trust=trust, at=at)
+    report = _check(index, row, capture, trust=trust, at=at, ids=ids)
     return StoredVerification(
         decision_id=decision_id,
         key_id=report.key_id,
@@ -136,12 +140,18 @@ def verify_stored(
 
 
 def stored_verdict(
-    decision_id: str, *, index: Index, store: BlobStore, trust: TrustStore, at: datetime | None = None
+    decision_id: str,
+    *,
+    index: Index,
+    store: BlobStore,
+    trust: TrustStore,
+    at: datetime | None = None,
+    ids: IndexIds | None = None,
 ) -> Verdict:
     """:func:`verify_stored` as a verdict; operational errors and an unknown decision still raise."""
     moment = _moment(at)
     try:
-        result = verify_stored(decision_id, index=index, store=store, trust=trust, at=moment)
+        result = verify_stored(decision_id, index=index, store=store, trust=trust, at=moment, ids=ids)
     except EvidenceExpired as exc:
         return Verdict(decision_id, "expired", moment, content_state="expired", reason=str(exc))
     except VerificationError as exc:
@@ -158,7 +168,12 @@ def stored_verdict(
 
 
 def judge_shown(
-    shown: StoredCapture, *, index: Index, trust: TrustStore, at: datetime | None = None
+    shown: StoredCapture,
+    *,
+    index: Index,
+    trust: TrustStore,
+    at: datetime | None = None,
+    ids: IndexIds | None = None,
 ) -> Verdict:
     """The verdict on what ``show`` loaded, over the very capture it prints (no second read).
 
@@ -173,7 +188,7 @@ def judge_shown(
         return _quarantined(shown, trust=trust, at=moment)
     try:
         capture = _manifest(shown.row) if state == "metadata-only" else shown.capture
-        report = _check(index, shown.row, capture, trust=trust, at=moment)
+        report = _check(index, shown.row, capture, trust=trust, at=moment, ids=ids)
     except VerificationError as exc:
         return Verdict.failed(did, exc, checked_at=moment, content_state=state)
     return Verdict(
@@ -194,11 +209,12 @@ def _check(
     *,
     trust: TrustStore,
     at: datetime | None,
+    ids: IndexIds | None = None,
 ) -> VerificationReport:
     """The one verification of a stored capture: the evidence itself, then the index rows beside it."""
     _require_signature(capture)
     report = verify_capture(capture, trust, at=at)
-    check_rows(index, row, capture)
+    check_rows(index, row, capture, ids=ids)
     return report
 
 
@@ -257,10 +273,19 @@ def _moment(at: datetime | None) -> datetime:
     return datetime.now(UTC) if at is None else at
 
 
-def check_rows(index: Index, row: Mapping[str, Any], capture: Mapping[str, Any]) -> None:
-    """Compare the decision row and its child rows with what the capture says (module docstring)."""
-    expected = decision_rows(capture, key_id=row.get("key_id"))
-    _compare("decisions", row, expected.decision, skip=_STATEFUL)
+def check_rows(
+    index: Index, row: Mapping[str, Any], capture: Mapping[str, Any], *, ids: IndexIds | None = None
+) -> None:
+    """Compare the decision row and its child rows with what the capture says (module docstring).
+
+    Origin ids the index holds as keyed hashes (:mod:`consumers.privacy.ids`) are compared under
+    ``ids``' key; without the key they cannot be checked and are skipped.
+    """
+    hashed = any(str(row.get(c) or "").startswith(HMAC_PREFIX) for c in _ORIGIN_IDS)
+    hash_id = ids.of if hashed and ids is not None and ids.key is not None else None
+    expected = decision_rows(capture, key_id=row.get("key_id"), hash_id=hash_id)
+    unchecked = _ORIGIN_IDS if hashed and hash_id is None else frozenset()
+    _compare("decisions", row, expected.decision, skip=_STATEFUL | unchecked)
     if bool(capture.get("consequential", {}).get("flagged")) and not row.get("consequential"):
         raise IndexRowMismatch(
             "the capture is flagged consequential, the index row is not", part="index.decisions.consequential"

@@ -205,7 +205,11 @@ def test_personal_data_is_redacted_revealed_by_grant_and_erased(
     assert (
         after["privacy"]["note"].startswith("original erased on ") and "request 7" in after["privacy"]["note"]
     )
-    assert _cli(env, "verify", jane).exit_code == 0
+    verified = _cli(env, "verify", jane)
+    assert verified.exit_code == 0 and verified.output.startswith(f"verified: {jane}"), verified.output
+    assert "original erased on " in verified.output and "(GDPR Art. 17, request 7)" in verified.output
+    still = _cli(env, "verify", held)  # not erased: nothing said about an original
+    assert still.exit_code == 0 and "erased" not in still.output, still.output
     gone = _cli(env, "show", jane, "--json", "--reveal")
     assert "original erased on" in _error(gone)
     summary = _cli(env, "show", jane)
@@ -235,3 +239,124 @@ def test_capture_command_redacts_before_sealing(data: Path, env: dict[str, str],
     assert view["capture"]["memoryState"]["workingSetEntries"][0]["renderedContent"] == "contact: [EMAIL_1]"
     assert EMAIL not in json.dumps(view) and EMAIL.encode() not in _stored_bytes(data)
     assert view["privacy"]["original"] == "sealed"
+
+
+def _replay(env: dict[str, str], decision_id: str, *extra: str) -> Result:
+    import privacy_replay_model
+
+    privacy_replay_model.SENT.clear()
+    return _cli(
+        env, "replay", decision_id, "--json", "--model-callable", "privacy_replay_model:answer", *extra
+    )
+
+
+def _sent() -> str:
+    import privacy_replay_model
+
+    assert privacy_replay_model.SENT, "nothing reached the model"
+    return json.dumps(privacy_replay_model.SENT, ensure_ascii=False)
+
+
+@pytest.mark.timeout(240)
+def test_replay_uses_the_original_only_under_a_personal_data_grant_and_says_which_view(
+    data: Path, signer: Signer, env: dict[str, str], index: ChdbIndex
+) -> None:
+    jane = _record(data, signer, "cus_jane")["cus_jane"]
+    _consume(env)
+
+    # by default: the redacted view, and the report says so
+    default = _replay(env, jane)
+    assert default.exit_code == 0, default.output
+    report = json.loads(default.stdout)
+    assert report["view"] == "redacted" and report["verified"] is True
+    sent = _sent()
+    assert "[EMAIL_1]" in sent and EMAIL not in sent and PHONE not in sent
+    assert _access_rows(index, "reveal") == []
+    table = _cli(env, "replay", jane, "--model-callable", "privacy_replay_model:answer")
+    assert table.exit_code == 0 and "view: redacted (personal data replayed as placeholders" in table.output
+
+    # --reveal without a personal-data grant: refused, logged, nothing sent
+    refused = _replay(env, jane, "--reveal", "--reason", "curious")
+    assert isinstance(refused.exception, AccessDenied) and "personal_data = true" in _error(refused)
+    assert EMAIL not in refused.output
+    assert [r["outcome"] for r in _access_rows(index, "reveal")] == ["denied"]
+
+    # with the grant: the original, byte-exact (the request hashes checked against the revealed parts)
+    _grant_personal_data(data)
+    revealed = _replay(env, jane, "--reveal", "--reason", "complaint 77")
+    assert revealed.exit_code == 0, revealed.output
+    report = json.loads(revealed.stdout)
+    assert report["view"] == "original" and report["verified"] is True
+    assert report["requestChecks"] and all(c["ok"] for c in report["requestChecks"])
+    sent = _sent()
+    assert EMAIL in sent and PHONE in sent and "[EMAIL_1]" not in sent
+    assert [r["outcome"] for r in _access_rows(index, "reveal")] == ["denied", "allowed"]
+
+    # after erasure the original is gone: --reveal says so, the redacted replay still runs
+    assert _cli(env, "erase", "--decision", jane, "--reason", "GDPR Art. 17").exit_code == 0
+    assert "original erased on" in _error(_replay(env, jane, "--reveal"))
+    assert json.loads(_replay(env, jane).stdout)["view"] == "redacted"
+
+
+def _index_dump(index: ChdbIndex) -> str:
+    """Every index row, except the signed manifest copy (``manifest_json`` keeps the raw id the
+    signature covers, so a compacted decision still verifies: README, Personal data)."""
+    return json.dumps(
+        [
+            index.query(f"SELECT * EXCEPT (manifest_json) FROM {t}")
+            if t == "decisions"
+            else index.query(f"SELECT * FROM {t}")
+            for t in ("decisions", "memory_entries", "tool_calls", "access_log")
+        ],
+        default=str,
+    )
+
+
+@pytest.mark.timeout(240)
+def test_the_index_holds_origin_ids_as_keyed_hashes(
+    data: Path, signer: Signer, env: dict[str, str], index: ChdbIndex
+) -> None:
+    import hashlib
+    import hmac
+
+    ids = _record(data, signer, "cus_jane", "cus_john", "cus_jane")
+    _consume(env)
+
+    # no raw origin id anywhere in the index; the key was created 0600 on first use
+    dump = _index_dump(index)
+    assert "cus_jane" not in dump and "cus_john" not in dump
+    key_file = data / "index_id.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    want = "hmac:" + hmac.new(key_file.read_bytes(), b"cus_jane", hashlib.sha256).hexdigest()
+    rows = index.query("SELECT decision_id, origin_user_id FROM decisions FINAL ORDER BY decision_id")
+    assert len(rows) == 3  # two turns of cus_jane (``ids`` keeps the last), one of cus_john
+    assert {r["decision_id"]: r["origin_user_id"] for r in rows}[ids["cus_jane"]] == want
+    assert all(r["origin_user_id"].startswith("hmac:") for r in rows)
+
+    # equal ids still group (the same person, the same hash); trends run
+    grouped = index.query("SELECT origin_user_id, count() AS n FROM decisions FINAL GROUP BY origin_user_id")
+    assert sorted(r["n"] for r in grouped) == [1, 2]
+    trend = _cli(env, "trends", "failure_rate", "--since", "3650d", "--json")
+    assert trend.exit_code == 0 and sum(r["decisions"] for r in json.loads(trend.stdout)) == 3, trend.output
+
+    # the stored capture still verifies against its index row (the hashes are checked under the key)
+    verified = _cli(env, "verify", ids["cus_john"])
+    assert verified.exit_code == 0, verified.output
+
+    # erase --subject hashes the subject the same way and finds the decision
+    erased = _cli(env, "erase", "--subject", "cus_jane", "--reason", "GDPR Art. 17")
+    assert erased.exit_code == 0 and f"{ids['cus_jane']}  erased" in erased.output, erased.output
+    assert erased.output.count("  erased") == 2 and ids["cus_john"] not in erased.output
+
+
+def test_raw_index_ids_are_an_opt_out(
+    data: Path, signer: Signer, env: dict[str, str], index: ChdbIndex
+) -> None:
+    ids = _record(data, signer, "cus_jane")
+    _consume(env | {"BLACKBOX_INDEX_RAW_IDS": "true"})
+    rows = index.query("SELECT origin_user_id FROM decisions FINAL")
+    assert [r["origin_user_id"] for r in rows] == ["cus_jane"]
+    assert not (data / "index_id.key").exists()
+    assert _cli(env, "verify", ids["cus_jane"]).exit_code == 0  # a raw row checks as before
+    erased = _cli(env, "erase", "--subject", "cus_jane", "--reason", "GDPR Art. 17")  # hashed or raw: found
+    assert f"{ids['cus_jane']}  erased" in erased.output, erased.output
