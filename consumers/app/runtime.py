@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from consumers.app.settings import ServiceSettings, load_service_settings
+from schemas.errors import BlackboxError
 
 if TYPE_CHECKING:
     from consumers.access import AccessDesk, AccessGate, Caller, TokenStore
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from consumers.retention.hold import LegalHolds
     from consumers.retention.policy import RetentionPolicy
     from consumers.tlog.log import TransparencyLog
+    from consumers.verify.bundle import Prover
     from producers.blobstore import BlobStore
     from producers.evidence import Signer, TrustStore
     from producers.transports import Transport
@@ -85,6 +87,19 @@ class Runtime:
         self._existing_index = existing_index
         self._clock = clock
         self._closing = ExitStack()
+
+    def bundle_prover(self) -> Prover | None:
+        """The transparency log's inclusion proofs for evidence bundles (None with ``BLACKBOX_TLOG=false``)."""
+        if not self.settings.tlog:
+            return None
+        from consumers.tlog import log_vkey, prove
+        from consumers.verify.bundle import transparency_section
+
+        try:
+            key: str | None = log_vkey(self)
+        except BlackboxError:  # no log key yet: nothing was ever appended, prove() says so per decision
+            key = None
+        return transparency_section(lambda decision_id: prove(self, decision_id), key)
 
     # -- resources, each opened once on first use ---------------------------------------------------
     @cached_property

@@ -194,11 +194,10 @@ def create_app(
     """The audit endpoint over ``rt`` (its index, blob store, grants, tokens and settings).
 
     ``clock``: the time the gate, tokens and grants are judged at (tests move it). ``prover``: the
-    transparency log's inclusion proofs for bundles (default :func:`consumers.verify.bundle.log_prover`).
+    transparency log's inclusion proofs for bundles (default :meth:`consumers.app.runtime.Runtime.bundle_prover`).
     """
-    from consumers.verify.bundle import log_prover
 
-    audit = Audit(rt, clock=clock or (lambda: datetime.now(UTC)), prover=prover or log_prover(rt))
+    audit = Audit(rt, clock=clock or (lambda: datetime.now(UTC)), prover=prover or rt.bundle_prover())
     app = FastAPI(
         title="blackbox audit endpoint",
         version="1",

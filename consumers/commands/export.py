@@ -27,7 +27,7 @@ def export_command(
     reason: Annotated[str, typer.Option("--reason", help="Why you are exporting (access log).")] = "export",
 ) -> None:
     """Write the evidence bundle of a decision: capture, signed envelope, key and trust record, log proof."""
-    from consumers.verify.bundle import export_bundle, log_prover
+    from consumers.verify.bundle import export_bundle
 
     with open_runtime(existing_index=True) as rt:
         bundle = export_bundle(
@@ -37,7 +37,7 @@ def export_command(
             trust=rt.trust_store,
             gate=rt.gate,
             caller=rt.caller(reason),
-            prover=log_prover(rt),
+            prover=rt.bundle_prover(),
             now=datetime.now(UTC),
         )
     data = json.dumps(bundle, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"

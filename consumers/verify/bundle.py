@@ -19,12 +19,11 @@ from schemas.errors import BlackboxError, CaptureNotFound, KeyNotTrusted
 
 if TYPE_CHECKING:
     from consumers.access import AccessGate, Caller
-    from consumers.app.runtime import Runtime
     from consumers.index import Index
     from producers.blobstore import BlobStore
     from producers.evidence import TrustStore
 
-__all__ = ["Prover", "export_bundle", "log_prover", "transparency_section"]
+__all__ = ["Prover", "export_bundle", "transparency_section"]
 
 # (decision id) -> {"logKey", "proof"} (the proof of :func:`producers.evidence.tlog.verify_inclusion`);
 # raises a BlackboxError saying why there is none (not in the log, no checkpoint covers it yet)
@@ -77,16 +76,3 @@ def transparency_section(prove: Callable[[str], dict[str, Any]], log_key: str | 
         return {"logKey": log_key, "proof": prove(decision_id)}
 
     return section
-
-
-def log_prover(rt: Runtime) -> Prover | None:
-    """The transparency log's prover for bundles exported through ``rt`` (None with ``BLACKBOX_TLOG=false``)."""
-    if not rt.settings.tlog:
-        return None
-    from consumers.tlog import log_vkey, prove
-
-    try:
-        key: str | None = log_vkey(rt)
-    except BlackboxError:  # no log key yet: nothing was ever appended, prove() says so per decision
-        key = None
-    return transparency_section(lambda decision_id: prove(rt, decision_id), key)
