@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from consumers.privacy.ids import IndexIds
+from consumers.privacy.store import decisions_of_subject
 from consumers.retention.log import DeletionEntry, DeletionLog
 from consumers.retention.store import hold_state
 from producers.privacy.keys import DataKeyStore
@@ -74,12 +75,7 @@ class Eraser:
     def decisions_of(self, subject: str) -> list[str]:
         """Every indexed decision whose ``input.originUserId`` is ``subject`` (the index holds it as a
         keyed hash, or raw for rows from before hashing or opted out: both are looked up)."""
-        rows = self.index.query(
-            "SELECT DISTINCT decision_id FROM decisions FINAL WHERE origin_user_id IN {s:Array(String)} "
-            "ORDER BY decision_id",
-            {"s": list(self.ids.lookup(subject))},
-        )
-        return [str(row["decision_id"]) for row in rows]
+        return decisions_of_subject(self.index, self.ids.lookup(subject))
 
     def erase(self, decision_ids: Sequence[str], *, reason: str) -> list[Erased]:
         if not reason.strip():

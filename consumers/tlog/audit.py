@@ -42,7 +42,7 @@ from schemas.errors import BlackboxError, BlobNotFound, ProofInvalid, Transparen
 
 from .checkpoints import Published, history, latest
 from .frontier import Frontier, object_key
-from .store import leaf_count, leaves_of
+from .store import decision_manifests, expired_ids, leaf_count, leaves_of, verified_ids
 from .tiles import WIDTH, TreeReader
 
 if TYPE_CHECKING:
@@ -228,12 +228,7 @@ def _captures(index: Index, leaves: list[bytes]) -> Iterator[Finding]:
     seen: set[str] = set()
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
-        rows = index.query(
-            "SELECT decision_id, manifest_json, content_state FROM decisions FINAL "
-            "WHERE decision_id IN {ids:Array(String)}",
-            {"ids": chunk},
-        )
-        for row in rows:
+        for row in decision_manifests(index, chunk):
             did = str(row["decision_id"])
             seen.add(did)
             manifest = str(row.get("manifest_json") or "")
@@ -251,18 +246,13 @@ def _captures(index: Index, leaves: list[bytes]) -> Iterator[Finding]:
     missing = [did for did in ids if did not in seen]
     expired: set[str] = set()
     for start in range(0, len(missing), _CHUNK):
-        rows = index.query(
-            "SELECT DISTINCT decision_id FROM deletions WHERE action = 'expire' AND decision_id IN {ids:Array(String)}",
-            {"ids": missing[start : start + _CHUNK]},
-        )
-        expired.update(str(r["decision_id"]) for r in rows)
+        expired.update(expired_ids(index, missing[start : start + _CHUNK]))
     for did in missing:
         if did not in expired:
             yield Finding(
                 "missing-capture", f"decision {did} (leaf {by_id[did][0]}) is in the log but not in the index"
             )
-    rows = index.query("SELECT decision_id FROM decisions FINAL WHERE trust = 'verified'")
-    unlogged = [str(r["decision_id"]) for r in rows if str(r["decision_id"]) not in by_id]
+    unlogged = [did for did in verified_ids(index) if did not in by_id]
     if unlogged:
         yield Finding(
             "not-logged", f"{len(unlogged)} verified decisions have no leaf (e.g. {', '.join(unlogged[:3])})"

@@ -102,3 +102,30 @@ def leaves_of(index: Index, *, start: int = 0, batch: int = 50_000) -> Iterator[
         for r in rows:
             yield _row(r)
         at = int(rows[-1]["leaf_index"]) + 1
+
+
+# --- what `blackbox log verify` reads of the rest of the index -------------------------------------------
+def decision_manifests(index: Index, decision_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """``decision_id, manifest_json, content_state`` of the current version of each decision."""
+    return index.query(
+        "SELECT decision_id, manifest_json, content_state FROM decisions FINAL "
+        "WHERE decision_id IN {ids:Array(String)}",
+        {"ids": list(decision_ids)},
+    )
+
+
+def expired_ids(index: Index, decision_ids: Sequence[str]) -> set[str]:
+    """Which of ``decision_ids`` the retention policy expired (the deletions log says so)."""
+    rows = index.query(
+        "SELECT DISTINCT decision_id FROM deletions WHERE action = 'expire' AND decision_id IN {ids:Array(String)}",
+        {"ids": list(decision_ids)},
+    )
+    return {str(r["decision_id"]) for r in rows}
+
+
+def verified_ids(index: Index) -> list[str]:
+    """Every decision whose current version ingest accepted as verified."""
+    return [
+        str(r["decision_id"])
+        for r in index.query("SELECT decision_id FROM decisions FINAL WHERE trust = 'verified'")
+    ]

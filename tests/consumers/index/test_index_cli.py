@@ -13,11 +13,11 @@ import typer
 from index_testkit import make_fleet, truth
 from typer.testing import CliRunner
 
+from consumers.app.settings import load_service_settings
 from consumers.commands import index as index_commands
 from consumers.commands.index import parse_when
 from consumers.index import TRENDS, ChdbIndex, chdb_open_path, decision_rows, open_index
 from consumers.ingest.store import insert_captures
-from consumers.app.settings import load_service_settings
 from schemas.errors import IndexError_
 
 WIDE = {"COLUMNS": "200"}  # rich wraps tables to the terminal width

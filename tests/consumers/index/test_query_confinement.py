@@ -25,12 +25,12 @@ from typer.testing import CliRunner, Result
 from consumers.access.gate import AccessLogUnavailable
 from consumers.access.log import AccessRecord
 from consumers.access.scopes import Caller
+from consumers.app.settings import load_service_settings
 from consumers.commands import index as index_commands
 from consumers.index import TRENDS, chdb_open_path, decision_rows, open_index, trend_sql
 from consumers.index.confined import QueryRefused, confine, index_relations, run_query
 from consumers.index.engine import TABLES, QueryLimits
 from consumers.ingest.store import insert_captures
-from consumers.app.settings import load_service_settings
 from schemas.errors import IndexError_
 
 SECRET = "-----BEGIN PRIVATE KEY----- not-really-a-key-but-secret"

@@ -21,6 +21,7 @@ from ingest_testdata import (
     trust_for,
 )
 
+from consumers.app.settings import load_service_settings
 from consumers.index import ChdbIndex
 from consumers.ingest.batch import BatchProcessor
 from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded
@@ -32,7 +33,6 @@ from consumers.verify.stored import IndexRowMismatch, verify_stored
 from producers.blobstore import LocalBlobStore
 from producers.claimcheck import claim_key
 from producers.evidence import Signer, TrustStore
-from consumers.app.settings import load_service_settings
 from producers.transports.base import SourceMessage
 from producers.transports.spool.dead_letter import LocalDeadLetters
 from producers.transports.spool.files import SpoolWriter

@@ -17,6 +17,7 @@ import fastavro
 import pytest
 from ingest_testdata import chdb_index, encoded, make_capture, new_signer, sealed
 
+from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.index import ChdbIndex
 from consumers.ingest.batch import BatchProcessor
 from consumers.ingest.dlq import DlqLimit, DlqLimitExceeded
@@ -26,7 +27,6 @@ from consumers.retention.policy import MAX_EXPIRES_AT
 from consumers.storage.reader import load_capture
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore
-from consumers.app.settings import ServiceSettings, load_service_settings
 from producers.transports.base import SourceMessage
 from producers.transports.spool.dead_letter import DEAD_LETTER_DIR, LocalDeadLetters
 from producers.transports.spool.files import SPOOL_RECORD_SCHEMA, SpoolWriter, spool_files

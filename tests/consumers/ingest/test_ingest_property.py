@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ingest_testdata import chdb_index, make_capture, new_signer
 
+from consumers.app.settings import load_service_settings
 from consumers.index import ChdbIndex
 from consumers.ingest.loop import LoopConfig
 from consumers.ingest.service import build_service
@@ -38,7 +39,6 @@ from consumers.storage.reader import load_capture
 from consumers.verify.stored import verify_stored
 from producers.blobstore import LocalBlobStore
 from producers.evidence import Signer, TrustStore, seal
-from consumers.app.settings import load_service_settings
 from producers.transports.spool.dead_letter import DEAD_LETTER_DIR
 from producers.transports.spool.files import SPOOL_RECORD_SCHEMA
 from schemas.codec import encode_capture

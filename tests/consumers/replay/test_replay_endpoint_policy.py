@@ -20,6 +20,7 @@ from replay_scripted import ScriptedModel, record_decision
 from replay_servers import ModelServer
 from typer.testing import CliRunner
 
+from consumers.app.settings import load_service_settings
 from consumers.cli import app
 from consumers.replay import CallableModelClient, OpenAICompatibleClient, Replayer
 from consumers.replay.endpoints import (
@@ -32,7 +33,6 @@ from consumers.replay.endpoints import (
     require_safe_transport,
 )
 from producers.evidence import Signer, TrustStore, seal
-from consumers.app.settings import load_service_settings
 from producers.wire.openai_chat import ChatRequest
 from schemas.errors import ContractError
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from replay_servers import GOLDEN, ModelServer
 
+from consumers.app.settings import load_service_settings
 from consumers.replay import (
     ModelNotFound,
     OpenAICompatibleClient,
@@ -17,7 +18,6 @@ from consumers.replay import (
     UnverifiedCapture,
     rebuild_request,
 )
-from consumers.app.settings import load_service_settings
 from producers.wire.openai_chat import ChatRequest, append_messages
 from schemas.errors import ContentHashMismatch, ContractError, ModelClientError
 
@@ -114,7 +114,9 @@ def test_append_messages_to_an_empty_array_and_bad_text() -> None:
 
 
 def test_client_endpoint_and_key_from_flags_then_settings(model_server: ModelServer, tmp_path: Path) -> None:
-    configured = load_service_settings(data_dir=tmp_path, model_endpoint="http://env/v1", model_api_key="env-key")
+    configured = load_service_settings(
+        data_dir=tmp_path, model_endpoint="http://env/v1", model_api_key="env-key"
+    )
     assert OpenAICompatibleClient.from_settings(configured).endpoint == "http://env/v1"
     flagged = OpenAICompatibleClient.from_settings(configured, endpoint="http://flag/v1")
     assert flagged.endpoint == "http://flag/v1"

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.index import ChdbIndex, ClickHouseServerIndex, Index, chdb_open_path, decision_rows, flag_row
 from consumers.ingest.batch import manifest_json
 from consumers.ingest.store import insert_captures, insert_flags
@@ -31,7 +32,6 @@ from consumers.storage.segments import SegmentWriter, read_capture
 from producers.blobstore import BlobStore, LocalBlobStore, S3BlobStore
 from producers.evidence import Signer, TrustStore, public_raw, seal
 from producers.policy import strip_content
-from consumers.app.settings import ServiceSettings, load_service_settings
 from schemas.codec import decode, encode_capture
 
 ROOT = Path(__file__).resolve().parents[3]

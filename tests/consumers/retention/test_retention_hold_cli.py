@@ -12,6 +12,7 @@ import pytest
 from retention_world import T0, World, make_capture, standard_captures
 from typer.testing import CliRunner
 
+from consumers.app.settings import load_service_settings
 from consumers.cli import app
 from consumers.index import open_index
 from consumers.retention.hold import LegalHolds
@@ -29,7 +30,6 @@ from producers.evidence import (
     verify_event,
 )
 from producers.evidence.dsse import b64decode, make_envelope
-from consumers.app.settings import load_service_settings
 from producers.transports.spool.files import read_spool
 from schemas.codec import decode
 from schemas.errors import CaptureNotFound, RetentionError

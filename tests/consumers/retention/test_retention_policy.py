@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from consumers.app.settings import load_service_settings
 from consumers.retention.plan import Candidate, plan_compaction
 from consumers.retention.policy import (
     MAX_EXPIRES_AT,
@@ -23,7 +24,6 @@ from consumers.retention.policy import (
     load_policy,
     policy_for_settings,
 )
-from consumers.app.settings import load_service_settings
 from schemas.errors import ContractError, RetentionError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -40,9 +40,7 @@ def test_chat_stream_keeps_arguments_exactly_and_knows_when_it_was_cut() -> None
     assert whole.tool_calls[0].arguments == ARGUMENTS and whole.text == "Hi"
     assert (whole.stop_reason, whole.complete, whole.model) == ("tool_call", True, "gpt-x-2026")
     cut = openai_chat.parse_response(stream, streamed=True)
-    assert (
-        cut.complete is False and cut.stop_reason is None and cut.tool_calls[0].arguments == ARGUMENTS
-    )
+    assert cut.complete is False and cut.stop_reason is None and cut.tool_calls[0].arguments == ARGUMENTS
 
 
 def test_chat_request_reads_system_tools_sampling_and_tool_results() -> None:
