@@ -66,6 +66,7 @@ def index(own_chdb_dir: Path) -> Iterator[ChdbIndex]:
     index.ensure_schema()
     yield index
     index.command("DROP DATABASE IF EXISTS blackbox SYNC")
+    index.close()  # the process's one chdb path must be free for the modules that run after this one
 
 
 @pytest.fixture
