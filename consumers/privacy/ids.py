@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from producers.privacy.keys import read_or_create_key_file
 from schemas.errors import BlackboxError
 
 __all__ = ["HMAC_PREFIX", "IndexIdKeyError", "IndexIds", "index_ids"]
@@ -69,20 +68,7 @@ def index_ids(settings: IdSettings) -> IndexIds:
 
 def _read_or_create(path: Path) -> bytes:
     try:
-        try:
-            key = path.read_bytes()
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            key = secrets.token_bytes(32)
-            try:  # O_EXCL: two processes creating it at once keep the first one's key
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                key = path.read_bytes()
-            else:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(key)
-                    handle.flush()
-                    os.fsync(handle.fileno())
+        key = read_or_create_key_file(path)
     except OSError as exc:
         raise IndexIdKeyError(f"cannot read the index id key {path}: {exc}") from exc
     if len(key) != 32:

@@ -100,21 +100,28 @@ class LocalKeyFile:
         return self._key
 
 
-def _read_or_create(path: Path) -> bytes:
+def read_or_create_key_file(path: Path) -> bytes:
+    """The bytes of the key file at ``path``, created first (32 random bytes, mode 0600, fsync'd) when it
+    does not exist; raises ``OSError``. Shared by the key-encryption key and the index id key."""
     try:
-        key = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
         key = AESGCM.generate_key(bit_length=256)
         try:  # O_EXCL: two processes creating it at once keep the first one's key
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
-            key = path.read_bytes()
-        else:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(key)
-                handle.flush()
-                os.fsync(handle.fileno())
+            return path.read_bytes()
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return key
+
+
+def _read_or_create(path: Path) -> bytes:
+    try:
+        key = read_or_create_key_file(path)
     except OSError as exc:
         raise KeyUnavailable(f"cannot read the key-encryption key {path}: {exc}") from exc
     if len(key) != 32:
