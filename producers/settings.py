@@ -19,10 +19,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from schemas.errors import SettingsInvalid
 
 
-class BlackboxSettings(BaseSettings):
-    """The runtime's knobs in one frozen model; secrets are masked when dumped."""
+class NativeSettings(BaseSettings):
+    """Whether the native evidence core is used (:mod:`producers.native`): read on its own, at first
+    use, so an unrelated bad setting never decides how captures are hashed."""
 
     model_config = SettingsConfigDict(env_prefix="BLACKBOX_", env_file=".env", extra="ignore", frozen=True)
+
+    native: Literal["auto", "off", "require"] = Field(
+        "auto",
+        description="Native evidence core: auto (used when it loads, else a warning and the Python "
+        "reference), off, or require (refuse to run without it).",
+    )
+
+
+class BlackboxSettings(NativeSettings):
+    """The runtime's knobs in one frozen model; secrets are masked when dumped."""
 
     data_dir: Path = Field(Path(".blackbox"), description="Root of all embedded state.")
 

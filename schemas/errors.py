@@ -16,6 +16,11 @@ class SettingsInvalid(BlackboxError):
     and what is allowed."""
 
 
+class NativeCoreUnavailable(BlackboxError):
+    """``BLACKBOX_NATIVE=require`` and the native evidence core could not be loaded (the message
+    says why)."""
+
+
 class DataDirMissing(BlackboxError):
     """A read command was pointed at a data directory (or embedded index) that does not exist."""
 

@@ -1,0 +1,88 @@
+"""The native evidence core (Rust, ``producers.native._core``), or the pure-Python reference.
+
+The core computes exactly what the Python modules it stands in for compute — canonical JSON
+(:mod:`producers.evidence.canonical`), part hashes, Merkle roots (:mod:`producers.evidence.merkle`)
+and the built-in personal-data scan (:mod:`producers.privacy.detectors`) — and is proven
+byte-identical against them (``tests/producers/native``). Those modules ask :func:`core` and fall
+back to their own code when it is None, so a machine without the compiled module still produces
+the same bytes, only slower.
+
+``BLACKBOX_NATIVE``: ``auto`` (default) uses the core when it loads and otherwise warns once,
+naming why; ``off`` never loads it (the reference path, e.g. to compare); ``require`` raises
+:class:`~schemas.errors.NativeCoreUnavailable` instead of falling back. The choice is read once, at
+first use; :func:`reset` forgets it (tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from types import ModuleType
+
+from schemas.errors import NativeCoreUnavailable
+
+__all__ = ["ABI", "core", "reset", "status"]
+
+# The behaviour version this Python code expects; a stale build of the Rust sources is refused.
+ABI = 1
+
+_log = logging.getLogger("blackbox.native")
+_lock = threading.Lock()
+_loaded = False
+_module: ModuleType | None = None
+_status = "not loaded yet"
+
+
+def core() -> ModuleType | None:
+    """The loaded native module, or None when the Python reference is in use (see module doc)."""
+    if _loaded:
+        return _module
+    return _load()
+
+
+def status() -> str:
+    """``native`` or ``python (<why>)``, for logs, ``blackbox --version`` and benchmarks."""
+    core()
+    return _status
+
+
+def reset() -> None:
+    """Forget the choice: the next :func:`core` reads ``BLACKBOX_NATIVE`` again."""
+    global _loaded, _module, _status
+    with _lock:
+        _loaded, _module, _status = False, None, "not loaded yet"
+
+
+def _load() -> ModuleType | None:
+    global _loaded, _module, _status
+    with _lock:
+        if _loaded:
+            return _module
+        from producers.settings import NativeSettings, read_settings
+
+        choice = read_settings(NativeSettings).native
+        module: ModuleType | None = None
+        if choice == "off":
+            _status = "python (BLACKBOX_NATIVE=off)"
+        else:
+            try:
+                import producers.native._core as imported  # type: ignore[import-not-found]
+
+                if getattr(imported, "ABI", None) != ABI:
+                    raise ImportError(
+                        f"it was built from other sources (ABI {getattr(imported, 'ABI', None)}, "
+                        f"this code needs {ABI}); reinstall agent-blackbox"
+                    )
+                module = imported
+                _status = "native"
+            except ImportError as exc:
+                why = f"the native evidence core did not load: {exc}"
+                if choice == "require":
+                    raise NativeCoreUnavailable(f"BLACKBOX_NATIVE=require, but {why}") from exc
+                _status = f"python ({why})"
+                message = f"blackbox: {why}; using the pure-Python reference (same bytes, slower)"
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+                _log.warning(message)
+        _module, _loaded = module, True
+        return module

@@ -1,0 +1,16 @@
+# Type stubs of the compiled native core (src/*.rs). Each function has a Python reference it is
+# proven byte-identical against; a function that returns None has declined the input (a type or
+# value it does not handle exactly), and the caller uses the reference instead.
+from collections.abc import Sequence
+
+ABI: int
+
+# src/canonical.rs — producers/evidence/canonical.py
+def canonical_json(value: object, /) -> bytes | None: ...
+def json_hash(value: object, /) -> str | None: ...
+def text_hash(text: str, /) -> str | None: ...
+
+# src/merkle.rs — producers/evidence/merkle.py
+def merkle_root(leaves: Sequence[bytes], /) -> bytes: ...
+
+# src/pii.rs — producers/privacy/detectors.py

@@ -1,0 +1,6 @@
+//! (stub: filled in by its owner)
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! blackbox's native evidence core (`producers.native._core`).
+//!
+//! Every function here has a pure-Python reference in `producers/` that it is proven
+//! byte-identical against (tests/producers/native); the loader (`producers/native/__init__.py`)
+//! falls back to the reference, with a warning, when this module cannot load.
+use pyo3::prelude::*;
+
+mod canonical;
+mod merkle;
+mod pii;
+
+/// The version of the core's behaviour; the loader refuses a module built from other sources.
+const ABI: u32 = 1;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ABI", ABI)?;
+    canonical::register(m)?;
+    merkle::register(m)?;
+    pii::register(m)?;
+    Ok(())
+}
