@@ -167,9 +167,10 @@ class Runtime:
     @cached_property
     def capture_source(self) -> IndexedCaptureSource:
         """The stored captures: index rows pointing into blob segments."""
+        from consumers.privacy.ids import index_ids
         from consumers.replay import IndexedCaptureSource
 
-        return IndexedCaptureSource(self.index, self.blob_store)
+        return IndexedCaptureSource(self.index, self.blob_store, index_ids(self.settings))
 
     @cached_property
     def pacts(self) -> PactBook:

@@ -45,6 +45,7 @@ from consumers.audit.oidc import oidc_from_settings
 from consumers.audit.requests import AccessRequestBody, DecisionBody
 from consumers.audit.store import replay_runs
 from consumers.audit.views import capture_view, subject
+from consumers.privacy.ids import index_ids
 from producers.evidence import TrustStore
 from schemas.errors import (
     AccessDenied,
@@ -198,6 +199,7 @@ def create_app(
     """
 
     audit = Audit(rt, clock=clock or (lambda: datetime.now(UTC)), prover=prover or rt.bundle_prover())
+    ids = index_ids(rt.settings)  # unseals the origin ids of the index's manifests (the gate reads them)
     app = FastAPI(
         title="blackbox audit endpoint",
         version="1",
@@ -256,14 +258,21 @@ def create_app(
             decision_id = _decision_id(decision_id)
             try:
                 shown = load_capture(
-                    decision_id, index=rt.index, store=rt.blob_store, gate=audit.gate, caller=principal.caller
+                    decision_id,
+                    index=rt.index,
+                    store=rt.blob_store,
+                    gate=audit.gate,
+                    caller=principal.caller,
+                    ids=ids,
                 )
             except (
                 VerificationError
             ) as exc:  # allowed and logged, but the stored bytes are not the recorded ones
                 failed = Verdict.failed(decision_id, exc, checked_at=audit.clock())
                 return {"decisionId": decision_id, "verification": failed.to_json(), "capture": None}
-            verdict = judge_shown(shown, index=rt.index, trust=audit.trust.current(), at=audit.clock())
+            verdict = judge_shown(
+                shown, index=rt.index, trust=audit.trust.current(), at=audit.clock(), ids=ids
+            )
             return capture_view(shown, verdict.to_json(), principal.caller.scope)
 
     @app.get("/v1/decisions/{decision_id}/verification", summary="Is the stored capture evidence?")
@@ -275,13 +284,14 @@ def create_app(
         principal = audit.principal(request, credentials, action="verify", decision_id=decision_id[:MAX_ID])
         with _mapped(audit, principal, "verify", decision_id[:MAX_ID]):
             decision_id = _decision_id(decision_id)
-            audit.gate.authorize(principal.caller, subject(rt.index, decision_id), action="verify")
+            audit.gate.authorize(principal.caller, subject(rt.index, decision_id, ids=ids), action="verify")
             verdict = stored_verdict(
                 decision_id,
                 index=rt.index,
                 store=rt.blob_store,
                 trust=audit.trust.current(),
                 at=audit.clock(),
+                ids=ids,
             )
             return {"decisionId": decision_id, **verdict.to_json()}
 
@@ -292,7 +302,7 @@ def create_app(
         principal = audit.principal(request, credentials, action="replays", decision_id=decision_id[:MAX_ID])
         with _mapped(audit, principal, "replays", decision_id[:MAX_ID]):
             decision_id = _decision_id(decision_id)
-            audit.gate.authorize(principal.caller, subject(rt.index, decision_id), action="replays")
+            audit.gate.authorize(principal.caller, subject(rt.index, decision_id, ids=ids), action="replays")
             return {"decisionId": decision_id, "runs": replay_runs(rt.index, decision_id)}
 
     @app.get(
@@ -315,6 +325,7 @@ def create_app(
                 caller=principal.caller,
                 prover=audit.prover,
                 now=audit.clock(),
+                ids=ids,
             )
 
     # -- access requests ----------------------------------------------------------------------------

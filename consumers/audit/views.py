@@ -9,14 +9,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
+from consumers.privacy.manifest import gate_manifest
 from consumers.storage.store import current_row
 from schemas.errors import CaptureNotFound
 
 if TYPE_CHECKING:
     from consumers.index import Index
+    from consumers.privacy.ids import IndexIds
     from consumers.storage.reader import StoredCapture
 
 KEEPING = ("retention_class", "retention_days", "expires_at", "legal_hold", "consequential", "content_state")
@@ -32,13 +33,14 @@ def capture_view(shown: StoredCapture, verification: dict[str, Any], scope: str)
     return trimmed
 
 
-def subject(index: Index, decision_id: str) -> dict[str, Any]:
-    """What the gate judges a decision by without reading content: its signed manifest (or ids)."""
+def subject(index: Index, decision_id: str, *, ids: IndexIds | None = None) -> dict[str, Any]:
+    """What the gate judges a decision by without reading content: its signed manifest (or ids);
+    ``ids`` unseals the origin ids of the index's copy (:mod:`consumers.privacy.manifest`)."""
     row = current_row(index, decision_id)
     if row is None:
         raise CaptureNotFound(f"no decision {decision_id} in the index")
     if row.get("manifest_json"):
-        manifest = json.loads(row["manifest_json"])
-        if isinstance(manifest, dict):
+        manifest = gate_manifest(row["manifest_json"], ids)
+        if manifest:
             return manifest
     return {"decisionId": decision_id, "agentId": row.get("agent_id", "")}

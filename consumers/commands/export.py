@@ -27,6 +27,7 @@ def export_command(
     reason: Annotated[str, typer.Option("--reason", help="Why you are exporting (access log).")] = "export",
 ) -> None:
     """Write the evidence bundle of a decision: capture, signed envelope, key and trust record, log proof."""
+    from consumers.privacy.ids import index_ids
     from consumers.verify.bundle import export_bundle
 
     with open_runtime(existing_index=True) as rt:
@@ -39,6 +40,7 @@ def export_command(
             caller=rt.caller(reason),
             prover=rt.bundle_prover(),
             now=datetime.now(UTC),
+            ids=index_ids(rt.settings),
         )
     data = json.dumps(bundle, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")

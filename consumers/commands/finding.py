@@ -22,6 +22,7 @@ import typer
 from consumers.app.runtime import open_runtime
 from consumers.commands.index import JsonOpt, print_rows
 from consumers.findings import FindingError, add_finding, get_finding, list_findings, pinned_decisions
+from consumers.privacy.ids import index_ids
 
 __all__ = ["register"]
 
@@ -50,6 +51,7 @@ def add(
             gate=rt.gate,
             caller=rt.caller(f"finding add {name}"),
             now=datetime.now(UTC),
+            ids=index_ids(rt.settings),
         )
     typer.echo(f"finding {record.name}: pinned {len(record.pinned)} decision(s): {', '.join(record.pinned)}")
     for did, why in record.skipped:

@@ -28,6 +28,7 @@ from consumers.findings import FINDING_TREND_PREFIX, finding_incidence
 from consumers.index import TRENDS, ClickHouseServerIndex, Index, parse_timestamp, run_trend
 from consumers.index.confined import run_query
 from consumers.index.engine import QueryLimits
+from consumers.privacy.ids import index_ids
 from schemas.errors import IndexError_
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -143,6 +144,7 @@ def trends(
                 blobs=rt.blob_store,
                 gate=rt.gate,
                 caller=rt.caller(f"trends {name}"),
+                ids=index_ids(rt.settings),
             )
         else:
             rows = run_trend(rt.index, name, since=start, until=end, agent=agent, by=by)

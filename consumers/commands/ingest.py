@@ -186,9 +186,10 @@ def show_command(
     with open_runtime(load_service_settings(trust_store=trust_store), existing_index=True) as rt:
         index = rt.index
         trust = TrustStore.load(rt.settings.resolved_trust_store)  # a missing trust store is an error here
+        ids = index_ids(rt.settings)
         try:
             shown = load_capture(
-                decision_id, index=index, store=rt.blob_store, gate=rt.gate, caller=rt.caller(reason)
+                decision_id, index=index, store=rt.blob_store, gate=rt.gate, caller=rt.caller(reason), ids=ids
             )
         except VerificationError as exc:  # the stored bytes are gone or not the recorded ones
             unreadable = Verdict.failed(decision_id, exc, checked_at=datetime.now(UTC))
@@ -198,7 +199,7 @@ def show_command(
             else:
                 typer.echo(unreadable.line())
             raise typer.Exit(unreadable.exit_code) from exc
-        verdict = judge_shown(shown, index=index, trust=trust, ids=index_ids(rt.settings))
+        verdict = judge_shown(shown, index=index, trust=trust, ids=ids)
         privacy = privacy_view(
             shown.capture,
             vault=vault_from_settings(rt.settings, rt.blob_store),

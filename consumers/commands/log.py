@@ -65,6 +65,7 @@ def verify(
     ] = None,
 ) -> None:
     """Check the log: consistency with --since, every tile, the index, timestamps and capture times."""
+    from consumers.privacy.ids import index_ids
     from consumers.tlog.audit import audit
     from consumers.tlog.checkpoints import load_log_signer
     from consumers.tlog.timestamp import load_roots
@@ -86,6 +87,7 @@ def verify(
             since=old,
             skew=timedelta(seconds=s.tlog_time_skew),
             tsa_roots=load_roots(s.tlog_tsa_roots) if s.tlog_tsa_roots else (),
+            ids=index_ids(s),
         )
     head = report.checkpoint
     typer.echo(f"log {head.origin}: checkpoint of {head.size} leaves")

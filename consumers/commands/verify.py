@@ -17,7 +17,6 @@ verdict (unreadable file, no trust store, index or blob store unreachable) are e
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -72,6 +71,7 @@ class _Echo:
 def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore, reason: str) -> None:
     """Verify the stored capture and its index rows, after the access gate logged the read."""
     from consumers.privacy.ids import index_ids
+    from consumers.privacy.manifest import gate_manifest
     from consumers.privacy.reveal import erasure_note
     from consumers.storage.store import current_row
     from consumers.verify.stored import stored_verdict
@@ -80,15 +80,13 @@ def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore
     with open_runtime(settings, existing_index=True) as rt:
         index = rt.index
         row = current_row(index, decision_id)
-        subject = (
-            json.loads(row["manifest_json"])
-            if row and row.get("manifest_json")
-            else {"decisionId": decision_id, "agentId": (row or {}).get("agent_id", "")}
-        )
+        ids = index_ids(rt.settings)
+        subject = (gate_manifest(row["manifest_json"], ids) if row else {}) or {
+            "decisionId": decision_id,
+            "agentId": (row or {}).get("agent_id", ""),
+        }
         rt.gate.authorize(rt.caller(reason), subject, action="verify")
-        verdict = stored_verdict(
-            decision_id, index=index, store=rt.blob_store, trust=trust, ids=index_ids(rt.settings)
-        )
+        verdict = stored_verdict(decision_id, index=index, store=rt.blob_store, trust=trust, ids=ids)
         erased = erasure_note(decision_id, DataKeyStore(rt.blob_store))  # the evidence verifies without it
     for line in (verdict.line(), *verdict.notes(), *([erased] if erased else [])):
         typer.echo(line)

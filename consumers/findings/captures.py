@@ -8,7 +8,6 @@ manifest (the structured data is all still there; content fields are absent from
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,8 @@ from typing import Any
 from consumers.access import AccessGate, Caller
 from consumers.pacts.expression import Rule, RuleError, run_rule
 from consumers.pacts.view import decision_view
+from consumers.privacy.ids import IndexIds
+from consumers.privacy.manifest import signed_manifest
 from consumers.storage.reader import read_stored
 from producers.blobstore import BlobStore
 from schemas.codec import decode
@@ -36,12 +37,13 @@ class RuleOutcome:
     error: str = ""
 
 
-def stored_capture(blobs: BlobStore, row: Mapping[str, Any]) -> dict[str, Any]:
+def stored_capture(blobs: BlobStore, row: Mapping[str, Any], ids: IndexIds | None = None) -> dict[str, Any]:
     """The capture a ``decisions`` row points at (checked against its hash), or its signed manifest
-    once compacted. Raises a :class:`~schemas.errors.BlackboxError` when neither can be read."""
+    once compacted (origin ids unsealed with ``ids``). Raises a :class:`~schemas.errors.BlackboxError`
+    when neither can be read."""
     if row.get("content_state") == "metadata-only" or not row.get("segment_key"):
-        manifest = json.loads(row.get("manifest_json") or "{}")
-        if not isinstance(manifest, dict) or not manifest:
+        manifest = signed_manifest(str(row.get("manifest_json") or ""), ids)
+        if not manifest:
             raise BlackboxError(f"decision {row['decision_id']} has neither content nor a manifest")
         return manifest
     return dict(decode(read_stored(blobs, row)).value)
@@ -54,6 +56,7 @@ def evaluate_stored(
     blobs: BlobStore,
     gate: AccessGate,
     caller: Caller,
+    ids: IndexIds | None = None,
 ) -> Iterator[RuleOutcome]:
     """``rule`` on the stored capture of each row (:data:`~consumers.findings.store.STORED_COLUMNS`),
     in order. A capture that cannot be read, an access the gate denies and a rule error are outcomes
@@ -63,7 +66,7 @@ def evaluate_stored(
         loaded: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
         for row in chunk:
             try:
-                loaded.append((row, stored_capture(blobs, row)))
+                loaded.append((row, stored_capture(blobs, row, ids)))
             except (BlackboxError, ValueError) as exc:  # ValueError: a manifest that is not JSON
                 yield RuleOutcome(row, False, f"not readable: {exc}")
         records = gate.authorize_many(

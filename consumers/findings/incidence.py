@@ -26,6 +26,7 @@ from consumers.findings.store import get_finding, window_rows
 from consumers.index import Index
 from consumers.index.trends import DIMENSIONS
 from consumers.pacts.expression import Rule
+from consumers.privacy.ids import IndexIds
 from producers.blobstore import BlobStore
 
 __all__ = ["FINDING_TREND_PREFIX", "finding_incidence"]
@@ -45,6 +46,7 @@ def finding_incidence(
     blobs: BlobStore,
     gate: AccessGate,
     caller: Caller,
+    ids: IndexIds | None = None,
 ) -> list[dict[str, Any]]:
     """Rows ``day, [by], decisions, matched, errors, incidence`` in day (then ``by``) order."""
     if until <= since:
@@ -59,7 +61,7 @@ def finding_incidence(
     rule = Rule(name=name, source=str(finding["rule"]))
     rows = window_rows(index, since=since, until=until, agent=agent, by=by)
     cells: dict[tuple[Any, ...], list[int]] = {}
-    for outcome in evaluate_stored(rule, rows, blobs=blobs, gate=gate, caller=caller):
+    for outcome in evaluate_stored(rule, rows, blobs=blobs, gate=gate, caller=caller, ids=ids):
         cell = cells.setdefault(_key(outcome.row, by), [0, 0, 0])
         cell[0] += 1
         cell[1] += outcome.matched

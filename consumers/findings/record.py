@@ -20,6 +20,7 @@ from consumers.findings.store import decision_rows_by_id, get_finding, insert_fi
 from consumers.index import Index
 from consumers.pacts.book import NAME
 from consumers.pacts.expression import Rule, check_rule
+from consumers.privacy.ids import IndexIds
 from producers.blobstore import BlobStore
 from schemas.errors import BlackboxError
 
@@ -52,6 +53,7 @@ def add_finding(
     gate: AccessGate,
     caller: Caller,
     now: datetime,
+    ids: IndexIds | None = None,
 ) -> FindingRecord:
     """Check the rule, evaluate it on the candidates, pin the matches and store the finding."""
     if not NAME.match(name):
@@ -81,7 +83,7 @@ def add_finding(
         else:
             trusted.append(rows[did])
     pinned: list[dict[str, Any]] = []
-    for outcome in evaluate_stored(compiled, trusted, blobs=blobs, gate=gate, caller=caller):
+    for outcome in evaluate_stored(compiled, trusted, blobs=blobs, gate=gate, caller=caller, ids=ids):
         did = str(outcome.row["decision_id"])
         if outcome.matched:
             pinned.append(

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from consumers.privacy.ids import IndexIds
+from consumers.privacy.manifest import signed_manifest
 from consumers.replay.store import capture_row, sample_full
 from schemas.errors import CaptureNotFound, ContractError
 
@@ -135,9 +137,10 @@ class IndexedCaptureSource:
     the access gate itself.
     """
 
-    def __init__(self, index: Any, blobs: Any) -> None:
+    def __init__(self, index: Any, blobs: Any, ids: IndexIds | None = None) -> None:
         self._index = index
         self._blobs = blobs
+        self._ids = ids  # unseals the origin ids of the index's manifest (consumers.privacy.manifest)
 
     def load(self, decision_id: str) -> dict[str, Any]:
         from consumers.storage.reader import read_stored
@@ -148,8 +151,8 @@ class IndexedCaptureSource:
         if row is None:
             raise CaptureNotFound(f"decision {decision_id!r} is not in the index")
         if row.get("content_state") == "metadata-only" or not row.get("segment_key"):
-            manifest = json.loads(row.get("manifest_json") or "{}")
-            if not isinstance(manifest, dict) or not manifest:
+            manifest = signed_manifest(str(row.get("manifest_json") or ""), self._ids)
+            if not manifest:
                 raise CaptureNotFound(f"decision {decision_id!r} has neither content nor a manifest")
             return manifest
         data = read_stored(self._blobs, row)

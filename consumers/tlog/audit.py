@@ -21,7 +21,6 @@ Checks, each failure a :class:`Finding` (the run goes on and reports them all):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from cryptography import x509
 
+from consumers.privacy.manifest import signed_manifest
 from producers.evidence.tlog import (
     Checkpoint,
     LogKey,
@@ -47,6 +47,7 @@ from .tiles import WIDTH, TreeReader
 
 if TYPE_CHECKING:
     from consumers.index import Index
+    from consumers.privacy.ids import IndexIds
     from producers.blobstore import BlobStore
 
 __all__ = ["AuditReport", "Finding", "audit"]
@@ -88,9 +89,11 @@ def audit(
     since: str | None = None,
     skew: timedelta = timedelta(minutes=5),
     tsa_roots: Sequence[x509.Certificate] = (),
+    ids: IndexIds | None = None,
 ) -> AuditReport:
     """Run every check of the module docstring; :class:`TransparencyLogError` only when there is no
-    log to check (no checkpoint) or ``since`` is not a checkpoint of this log."""
+    log to check (no checkpoint) or ``since`` is not a checkpoint of this log. ``ids`` unseals the
+    origin ids of the index's manifests (:mod:`consumers.privacy.manifest`) to recompute each leaf."""
     current = latest(store, prefix, key)
     if current is None:
         raise TransparencyLogError(f"no checkpoint at {prefix}/checkpoint: nothing has been logged yet")
@@ -128,7 +131,7 @@ def audit(
         notes.append(f"{indexed - head.size} leaves appended since the latest checkpoint (not signed yet)")
 
     findings.extend(_rows_match(index, leaves))
-    findings.extend(_captures(index, leaves))
+    findings.extend(_captures(index, leaves, origin_ids=ids))
     stamped, signed, time_findings = _times(published, leaves, skew, tsa_roots)
     findings.extend(time_findings)
     unstamped = len(published) - stamped
@@ -214,7 +217,7 @@ def _rows_match(index: Index, leaves: list[bytes]) -> Iterator[Finding]:
             )
 
 
-def _captures(index: Index, leaves: list[bytes]) -> Iterator[Finding]:
+def _captures(index: Index, leaves: list[bytes], *, origin_ids: IndexIds | None) -> Iterator[Finding]:
     """Every leaf's decision is stored (or was expired) and matches; every verified decision is logged."""
     by_id: dict[str, tuple[int, bytes]] = {}
     for i, leaf in enumerate(leaves):
@@ -236,7 +239,7 @@ def _captures(index: Index, leaves: list[bytes]) -> Iterator[Finding]:
                 continue  # expired: the manifest went with the content, the leaf stays
             i, leaf = by_id[did]
             try:
-                ok = capture_leaf(json.loads(manifest)) == leaf
+                ok = capture_leaf(signed_manifest(manifest, origin_ids)) == leaf
             except (ValueError, BlackboxError):
                 ok = False
             if not ok:

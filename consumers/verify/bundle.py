@@ -20,6 +20,7 @@ from schemas.errors import BlackboxError, CaptureNotFound, KeyNotTrusted
 if TYPE_CHECKING:
     from consumers.access import AccessGate, Caller
     from consumers.index import Index
+    from consumers.privacy.ids import IndexIds
     from producers.blobstore import BlobStore
     from producers.evidence import TrustStore
 
@@ -40,11 +41,14 @@ def export_bundle(
     caller: Caller,
     prover: Prover | None,
     now: datetime,
+    ids: IndexIds | None = None,
 ) -> dict[str, Any]:
     """The evidence bundle of ``decision_id``, read as ``caller`` (logged)."""
     from consumers.storage.reader import load_capture
 
-    shown = load_capture(decision_id, index=index, store=store, gate=gate, caller=caller, action="export")
+    shown = load_capture(
+        decision_id, index=index, store=store, gate=gate, caller=caller, action="export", ids=ids
+    )
     if shown.content_state in ("expired", "quarantined", "quarantine-expired") or not shown.capture:
         raise CaptureNotFound(
             f"{decision_id} is {shown.content_state}: there is no trusted capture to export"

@@ -9,22 +9,18 @@ personal-data grant (logged either way), and erasure destroys it for good while 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import zstandard
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner, Result
 
 from consumers.cli import app
-from consumers.index import ChdbIndex, chdb_open_path
+from consumers.index import TABLES, ChdbIndex
 from consumers.retention.log import read_jsonl
 from producers.config import ReplayPolicy
-from producers.evidence import Signer, TrustStore
-from producers.evidence.dsse import b64encode
+from producers.evidence import Signer
 from producers.policy import CapturePolicy
 from producers.recorder import Recorder
 from producers.settings import load_settings
@@ -37,47 +33,6 @@ AGENT = "agt_support_1"
 
 def _cli(env: dict[str, str], *args: str) -> Result:
     return CliRunner().invoke(app, list(args), env=env)
-
-
-@pytest.fixture
-def signer() -> Signer:
-    return Signer(Ed25519PrivateKey.generate(), name="did:test:privacy")
-
-
-@pytest.fixture
-def data(tmp_path: Path, signer: Signer) -> Path:
-    data = tmp_path / "bb"
-    trust = TrustStore()
-    trust.add(signer.public_raw, not_before=datetime(2000, 1, 1, tzinfo=UTC))
-    trust.save(data / "trust.toml")
-    return data
-
-
-@pytest.fixture(scope="session")
-def own_chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("privacy-chdb")
-
-
-@pytest.fixture
-def index(own_chdb_dir: Path) -> Iterator[ChdbIndex]:
-    """Database ``blackbox`` on the process's one chdb path (another module's, else ours), fresh."""
-    index = ChdbIndex(Path(chdb_open_path() or own_chdb_dir), database="blackbox")
-    index.command("DROP DATABASE IF EXISTS blackbox SYNC")
-    index.ensure_schema()
-    yield index
-    index.command("DROP DATABASE IF EXISTS blackbox SYNC")
-    index.close()  # the process's one chdb path must be free for the modules that run after this one
-
-
-@pytest.fixture
-def env(data: Path, signer: Signer, index: ChdbIndex) -> dict[str, str]:
-    return {
-        "BLACKBOX_DATA_DIR": str(data),
-        "BLACKBOX_CHDB_PATH": str(chdb_open_path()),
-        "BLACKBOX_TRANSPORT": "spool",
-        "BLACKBOX_BLOB": "local",
-        "BLACKBOX_SIGNING_KEY_B64": b64encode(signer.seed()),
-    }
 
 
 def _record(data: Path, signer: Signer, *customers: str) -> dict[str, str]:
@@ -300,17 +255,9 @@ def test_replay_uses_the_original_only_under_a_personal_data_grant_and_says_whic
 
 
 def _index_dump(index: ChdbIndex) -> str:
-    """Every index row, except the signed manifest copy (``manifest_json`` keeps the raw id the
-    signature covers, so a compacted decision still verifies: README, Personal data)."""
-    return json.dumps(
-        [
-            index.query(f"SELECT * EXCEPT (manifest_json) FROM {t}")
-            if t == "decisions"
-            else index.query(f"SELECT * FROM {t}")
-            for t in ("decisions", "memory_entries", "tool_calls", "access_log")
-        ],
-        default=str,
-    )
+    """Every value of every index table, ``decisions.manifest_json`` included (its origin ids are
+    keyed hashes, the originals sealed: :mod:`consumers.privacy.manifest`)."""
+    return json.dumps([index.query(f"SELECT * FROM {t}") for t in TABLES], default=str, ensure_ascii=False)
 
 
 @pytest.mark.timeout(240)
@@ -323,9 +270,10 @@ def test_the_index_holds_origin_ids_as_keyed_hashes(
     ids = _record(data, signer, "cus_jane", "cus_john", "cus_jane")
     _consume(env)
 
-    # no raw origin id anywhere in the index; the key was created 0600 on first use
+    # no raw origin id and no personal data anywhere in the index; the key was created 0600 on first use
     dump = _index_dump(index)
     assert "cus_jane" not in dump and "cus_john" not in dump
+    assert EMAIL not in dump and PHONE not in dump and "hmac:" in dump
     key_file = data / "index_id.key"
     assert key_file.stat().st_mode & 0o777 == 0o600
     want = "hmac:" + hmac.new(key_file.read_bytes(), b"cus_jane", hashlib.sha256).hexdigest()

@@ -24,6 +24,7 @@ from ingest_testdata import (
     trust_for,
 )
 
+from consumers.privacy.ids import index_ids
 from consumers.tlog import prove
 from consumers.tlog.audit import audit
 from consumers.tlog.checkpoints import latest, load_log_signer
@@ -128,7 +129,8 @@ def test_tiles_and_checkpoints_survive_a_sigkill_between_append_and_checkpoint(
         rows = index.query("SELECT decision_id, count() AS n FROM tlog_leaves GROUP BY decision_id")
         assert sorted(r["decision_id"] for r in rows) == sorted(c["decisionId"] for c in captures)
         assert all(r["n"] == 1 for r in rows)
-        report = audit(store=store, index=index, prefix=prefix, key=key.key)
+        # the index holds origin ids as keyed hashes; the audit unseals the signed manifests with the key
+        report = audit(store=store, index=index, prefix=prefix, key=key.key, ids=index_ids(settings))
         assert report.ok and report.leaves == 30, report.findings
         for capture in captures[::7]:
             proof = prove(store, capture["decisionId"], index=index, prefix=prefix)

@@ -1,0 +1,136 @@
+"""``decisions.manifest_json``: the index's copy of a signed manifest, without the identifiers in clear.
+
+The index keeps each decision's manifest (content parts replaced by their hashes, signature kept) so
+a compacted decision, whose segment is gone, still verifies. The signed manifest holds
+``input.originUserId`` / ``input.originSessionId`` raw (the signature covers them), while the index
+holds origin ids only as keyed hashes (:mod:`consumers.privacy.ids`). So ingest writes an *index
+view* instead:
+
+- every identifier in :data:`IDENTIFIERS` is replaced by its keyed hash (``hmac:...``, as in the row's
+  ``origin_user_id``), so the view groups and joins like the columns and reveals nobody;
+- the raw values are *sealed* in ``indexView.sealed``: AES-256-GCM under a key derived from the index
+  id key, bound to the decision id, with a synthetic nonce (an HMAC of the decision id and the values),
+  so the same capture always gives the same row (ingest's idempotency compares rows);
+- the view is not the signed bytes: :func:`signed_manifest` unseals it back, byte for byte the manifest
+  the signature covers, for what verifies (``verify``, the transparency-log audit) and for the access
+  gate (a counterparty is matched on ``originUserId``). The segment stays the evidence; the row is
+  derived from it and re-derivable.
+
+Rows from before (or written with ``BLACKBOX_INDEX_RAW_IDS=true``) hold the signed manifest itself;
+:func:`signed_manifest` returns those as they are (no column changed, so no schema upgrade).
+
+Trade-off: the index id key now also unlocks what a *compacted* decision's signature needs; keep it
+backed up with the key-encryption key. A full decision verifies from its segment regardless.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from consumers.privacy.ids import IndexIdKeyError, IndexIds
+from producers.evidence.manifest import manifest_view
+
+__all__ = ["IDENTIFIERS", "INDEX_VIEW", "gate_manifest", "index_manifest_json", "signed_manifest"]
+
+IDENTIFIERS = (("input", "originUserId"), ("input", "originSessionId"))
+"""Where the signed manifest names a person: replaced by keyed hashes in the index view."""
+
+INDEX_VIEW = "indexView"
+"""The view's own member (never in a signed manifest): which identifiers were replaced, and sealed."""
+
+_SEAL_INFO = b"blackbox index manifest sealed ids v1"
+_NONCE = 12
+
+
+def index_manifest_json(capture: Mapping[str, Any], ids: IndexIds) -> str:
+    """The ``manifest_json`` ingest writes: the signed manifest, as an index view under ``ids``' key
+    (the signed manifest itself when ids are stored raw)."""
+    view = manifest_view(capture)
+    view["signature"] = capture.get("signature")
+    if ids.key is not None:
+        raw = {}
+        for section, field in IDENTIFIERS:
+            part = view.get(section)
+            value = part.get(field) if isinstance(part, dict) else None
+            if isinstance(part, dict) and isinstance(value, str) and value:
+                raw[f"{section}.{field}"] = value
+                view[section] = part = dict(part)  # the view shares nested values with the capture
+                part[field] = ids.of(value)
+        if raw:
+            view[INDEX_VIEW] = {"sealed": _seal(ids.key, str(capture.get("decisionId") or ""), raw)}
+    return json.dumps(view, ensure_ascii=False, separators=(",", ":"))
+
+
+def signed_manifest(manifest_json: str, ids: IndexIds | None) -> dict[str, Any]:
+    """The signed manifest a ``manifest_json`` column holds (``{}`` when empty): an index view is
+    unsealed with ``ids``' key; a manifest from before views is returned as it is.
+
+    Raises :class:`IndexIdKeyError` when a view cannot be unsealed (no key, another key, edited).
+    """
+    manifest = json.loads(manifest_json) if manifest_json else {}
+    if not isinstance(manifest, dict) or INDEX_VIEW not in manifest:
+        return manifest if isinstance(manifest, dict) else {}
+    decision_id = str(manifest.get("decisionId") or "")
+    if ids is None or ids.key is None:
+        raise IndexIdKeyError(
+            f"the index holds {decision_id}'s manifest with its origin ids as keyed hashes: reading the "
+            "signed manifest needs the index id key (BLACKBOX_INDEX_ID_KEY_FILE)"
+        )
+    sealed = (manifest.pop(INDEX_VIEW) or {}).get("sealed")
+    raw = _unseal(ids.key, decision_id, str(sealed or ""))
+    for path, value in raw.items():
+        section, field = path.split(".", 1)
+        part = manifest.get(section)
+        if not isinstance(part, dict) or part.get(field) != ids.of(value):
+            raise IndexIdKeyError(
+                f"the index view of {decision_id}'s manifest does not match its sealed {path}"
+            )
+        part[field] = value
+    return manifest
+
+
+def gate_manifest(manifest_json: str, ids: IndexIds | None) -> dict[str, Any]:
+    """:func:`signed_manifest` for the access gate: ``{}`` when the view does not open, so the gate
+    judges by the row's ids alone (a counterparty is then not tied to it) and verification, which
+    reads the column again, reports the row as the failing part."""
+    try:
+        return signed_manifest(manifest_json, ids)
+    except (IndexIdKeyError, ValueError):
+        return {}
+
+
+def _seal_key(key: bytes) -> bytes:
+    # a key of its own for sealing, derived from the id key (which keeps hashing ids as before)
+    return hmac.new(key, _SEAL_INFO, hashlib.sha256).digest()
+
+
+def _seal(key: bytes, decision_id: str, raw: dict[str, str]) -> str:
+    plain = json.dumps(raw, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    sealing = _seal_key(key)
+    aad = decision_id.encode("utf-8")
+    # synthetic nonce: equal input, equal row; a different decision or value, a different nonce
+    nonce = hmac.new(sealing, aad + b"\x1f" + plain, hashlib.sha256).digest()[:_NONCE]
+    return base64.b64encode(nonce + AESGCM(sealing).encrypt(nonce, plain, aad)).decode("ascii")
+
+
+def _unseal(key: bytes, decision_id: str, sealed: str) -> dict[str, str]:
+    try:
+        data = base64.b64decode(sealed, validate=True)
+        plain = AESGCM(_seal_key(key)).decrypt(data[:_NONCE], data[_NONCE:], decision_id.encode("utf-8"))
+        raw = json.loads(plain)
+    except (ValueError, InvalidTag) as exc:
+        raise IndexIdKeyError(
+            f"the origin ids sealed in {decision_id}'s index manifest do not open under the index id key "
+            "(another key, or the row was edited)"
+        ) from exc
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise IndexIdKeyError(f"the origin ids sealed in {decision_id}'s index manifest are malformed")
+    return raw
