@@ -16,8 +16,15 @@ SERVER_EXTRA_HINT = "the blackbox CLI needs the server extra: pip install 'agent
 
 def main() -> None:
     """Run the CLI; a third-party module missing from the install prints one line and exits 2."""
+    from schemas.errors import BlackboxError
+
     try:
         from consumers.cli import main as cli_main
+    except BlackboxError as exc:
+        # raised while the commands import, e.g. BLACKBOX_NATIVE=require when a module-level constant
+        # is hashed without the native core: the same one line as any command's error
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_MISSING_EXTRA) from None
     except ModuleNotFoundError as exc:
         # Only a missing third-party module means "not installed with [server]"; one of ours missing
         # is a broken package and keeps its traceback.

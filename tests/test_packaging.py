@@ -1,8 +1,10 @@
 """``pip install agent-blackbox`` is the SDK alone; ``agent-blackbox[server]`` adds the services and the CLI.
 
-The slow tests build the base wheel, install it with its dependencies from the package index into a
-clean virtual environment (no system site packages), and there record and deliver captures to a
-spool with the server packages absent; this process, which has everything, reads and verifies them.
+The slow tests build the base wheel (maturin compiles the native evidence core into it), install it
+with its dependencies from the package index into a clean virtual environment (no system site
+packages), and there record and deliver captures to a spool with the server packages absent; this
+process, which has everything, reads and verifies them. With the compiled core removed from that
+environment, the same capture seals to the same bytes through the pure-Python reference.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +51,7 @@ SERVER_ONLY = (
     "jwt",
 )
 SEED = bytes(range(32))
+NATIVE = ROOT / "producers" / "native"
 PIP = ("-m", "pip", "--disable-pip-version-check", "--no-input")
 
 
@@ -112,7 +116,87 @@ def test_the_readme_installs_the_server_extra_before_the_demo_and_tests_install_
     assert first.startswith("pip install -e '.[server]' && blackbox demo")
     assert second.startswith("bash deploy/local/test.sh")
     assert "-e '.[server,dev]'" in (ROOT / "deploy" / "local" / "test.sh").read_text(encoding="utf-8")
-    assert "'.[server]'" in (ROOT / "deploy" / "Dockerfile").read_text(encoding="utf-8")
+    (_, run), *_ = [stage for stage in _dockerfile_stages() if stage[0].startswith("python:")]
+    assert any(line.startswith("RUN ") and '"${wheel}[server]"' in line for line in run)
+
+
+# --- fast: the build backend and the image build the native core -----------------------------------
+
+
+def _dockerfile_stages() -> list[tuple[str, list[str]]]:
+    """(base image, instructions) per stage of deploy/Dockerfile; continuation lines joined."""
+    text = (ROOT / "deploy" / "Dockerfile").read_text(encoding="utf-8")
+    lines = [line for line in text.replace("\\\n", " ").splitlines() if line.strip()]
+    stages: list[tuple[str, list[str]]] = []
+    for line in (raw.strip() for raw in lines if not raw.lstrip().startswith("#")):
+        if line.startswith("FROM "):
+            stages.append((line.split()[1], [line]))
+        else:
+            stages[-1][1].append(" ".join(line.split()))
+    return stages
+
+
+def test_the_build_backend_is_maturin_with_the_core_where_the_loader_imports_it() -> None:
+    from packaging.requirements import Requirement
+
+    system = PYPROJECT["build-system"]
+    assert system["build-backend"] == "maturin"
+    (requirement,) = (Requirement(r) for r in system["requires"])
+    assert requirement.name == "maturin" and "1.16.0" in requirement.specifier
+    maturin = PYPROJECT["tool"]["maturin"]
+    # the loader imports producers.native._core; Cargo's [lib] must be named like the module's leaf
+    assert maturin["module-name"] == "producers.native._core"
+    cargo = tomllib.loads((ROOT / maturin["manifest-path"]).read_text(encoding="utf-8"))
+    assert cargo["lib"]["name"] == "_core" and cargo["lib"]["crate-type"] == ["cdylib"]
+    assert "abi3-py311" in cargo["dependencies"]["pyo3"]["features"]
+    assert (ROOT / maturin["manifest-path"]).with_name("Cargo.lock").is_file()
+    assert maturin["locked"] is True and maturin["profile"] == "release"
+    # producers comes with the module name; the other top-level packages are listed
+    assert maturin["python-source"] == "." and sorted(maturin["python-packages"]) == ["consumers", "schemas"]
+    assert "tool" not in PYPROJECT or "setuptools" not in PYPROJECT["tool"]
+
+
+def test_the_image_compiles_the_core_in_a_rust_stage_and_ships_no_compiler() -> None:
+    from packaging.requirements import Requirement
+
+    (build_image, build), (run_image, run) = _dockerfile_stages()
+    assert build_image.startswith("rust:") and build[0].endswith(" AS build")
+    assert run_image.startswith("python:3.11-slim")
+    # one Debian release on both sides: the core is linked against the glibc of the image that runs it
+    assert build_image.rsplit("-", 1)[1] == run_image.rsplit("-", 1)[1] == "bookworm"
+    builds = " ".join(build)
+    pinned = re.search(r"'maturin==([\d.]+)'", builds)
+    assert pinned, "the build stage pins maturin"
+    assert pinned[1] in Requirement(PYPROJECT["build-system"]["requires"][0]).specifier
+    assert "maturin build" in builds and "cargo fetch --locked" in builds
+    runs = " ".join(run)
+    assert "COPY --from=build /wheels" in runs
+    assert not re.search(r"apt-get|cargo|rustc|rustup|gcc|maturin", runs), "a compiler in the final image"
+    assert 'n.status(); sys.exit(s != "native" and s)' in runs  # the build fails if the core does not load
+    ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    assert {"producers/native/target", "producers/native/_core*.so"} <= set(ignored)
+    assert {"!pyproject.toml", "!README.md", "!schemas", "!producers", "!consumers"} <= set(ignored)
+
+
+def test_the_test_command_names_a_missing_cargo_in_one_line(tmp_path: Path) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("bash", "dirname"):  # what test.sh runs before its cargo check; no cargo
+        (bare / tool).symlink_to(shutil.which(tool) or pytest.fail(f"{tool} missing"))
+    proc = subprocess.run(
+        ["bash", str(ROOT / "deploy" / "local" / "test.sh")],
+        # PYTHON=false: were the check gone, the pip step fails at once instead of installing anything
+        env={"PATH": str(bare), "PYTHON": shutil.which("false") or "false"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+    assert proc.stderr == (
+        "error: cargo is not on PATH: pip install builds the native core (Rust); "
+        "install a Rust toolchain (rustup) and run again\n"
+    )
 
 
 def test_the_console_script_names_the_extra_when_a_server_package_is_missing(
@@ -147,6 +231,9 @@ class BaseVenv:
     python: Path
     blackbox: Path
     workdir: Path  # outside the checkout, so the wheel is imported, never the source tree
+    src: Path  # the copy the wheel was built from
+    wheel: Path
+    core: Path  # the compiled native core inside the environment
 
 
 def _run(
@@ -182,15 +269,16 @@ def base_venv(tmp_path_factory: pytest.TempPathFactory) -> BaseVenv:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     for package in ("schemas", "producers", "consumers"):
-        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    env = _clean_env()
+        shutil.copytree(ROOT / package, src / package, ignore=_not_sources)
+    # Cargo's build tree beside the checkout's (gitignored), kept between runs: only the crate recompiles.
+    env = _clean_env(CARGO_TARGET_DIR=str(NATIVE / "target" / "packaging-test"))
     wheels = root / "wheels"
     _checked(
         _run(
             [sys.executable, *PIP, "wheel", "-q", "--no-deps", "-w", wheels, src],
             cwd=root,
             env=env,
-            timeout=300,
+            timeout=900,
         )
     )
     (wheel,) = wheels.glob("agent_blackbox-*.whl")
@@ -200,7 +288,18 @@ def base_venv(tmp_path_factory: pytest.TempPathFactory) -> BaseVenv:
     _checked(_run([python, *PIP, "install", "-q", wheel], cwd=root, env=env, timeout=600))
     workdir = root / "work"
     workdir.mkdir()
-    return BaseVenv(python=python, blackbox=venv / "bin" / "blackbox", workdir=workdir)
+    (core,) = venv.glob("lib/python3*/site-packages/producers/native/_core*.so")
+    return BaseVenv(
+        python=python, blackbox=venv / "bin" / "blackbox", workdir=workdir, src=src, wheel=wheel, core=core
+    )
+
+
+def _not_sources(folder: str, names: list[str]) -> set[str]:
+    """What a build must never pick up from the checkout: bytecode, Cargo's build tree, built cores."""
+    ignored = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
+    if Path(folder).resolve() == NATIVE:
+        ignored |= {n for n in names if n == "target" or (n.startswith("_core") and n.endswith(".so"))}
+    return ignored
 
 
 def _in_venv(venv: BaseVenv, script: str, *args: str, **env: str) -> str:
@@ -297,6 +396,104 @@ def test_the_base_install_records_seals_and_delivers_captures_to_the_spool(
         captures.append(capture)
     assert [c["decisionId"] for c in captures] == report["ids"]
     assert all(c["executionTrace"]["toolCalls"][0]["output"] == {"balance": 880} for c in captures)
+
+
+# Rust sources and build files stay out of the wheel ([tool.maturin] exclude); the compiled core is in.
+NOT_SHIPPED = re.compile(r"producers/native/(src/.*|Cargo\.(toml|lock)|build-dev\.sh)")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_wheel_ships_every_package_file_and_the_core_and_no_rust_source(base_venv: BaseVenv) -> None:
+    with zipfile.ZipFile(base_venv.wheel) as wheel:
+        shipped = {n for n in wheel.namelist() if not n.startswith("agent_blackbox-")}
+    sources = {
+        f.relative_to(base_venv.src).as_posix()
+        for package in ("schemas", "producers", "consumers")
+        for f in (base_venv.src / package).rglob("*")
+        if f.is_file()
+    }
+    assert {s for s in sources if NOT_SHIPPED.fullmatch(s)} >= {
+        "producers/native/Cargo.toml",
+        "producers/native/Cargo.lock",
+        "producers/native/src/lib.rs",
+    }
+    expected = {s for s in sources if not NOT_SHIPPED.fullmatch(s)} | {"producers/native/_core.abi3.so"}
+    assert shipped == expected
+    # the data files the code opens at run time, and the type information
+    assert {
+        "schemas/capture/v3.avsc",
+        "schemas/examples/capture.unsealed.json",
+        "consumers/index/ddl.sql",
+        "consumers/retention/default_policy.toml",
+        "schemas/py.typed",
+        "producers/py.typed",
+        "consumers/py.typed",
+        "producers/native/_core.pyi",
+    } <= shipped
+    assert base_venv.wheel.name.endswith("-cp311-abi3-linux_x86_64.whl")  # one wheel for every 3.11+
+
+
+# Seals the packaged example capture and a variant with the values canonical JSON is most particular
+# about, with a fixed key (ed25519 signatures are deterministic); prints the path taken, the warnings,
+# and the encoded captures.
+SEAL_EXAMPLES = """
+import base64, json, sys, warnings
+from pathlib import Path
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import schemas
+    from producers import native
+    from producers.evidence import load_signer, seal
+    from schemas.codec import encode_capture
+
+    example = json.loads((Path(schemas.__file__).parent / "examples" / "capture.unsealed.json").read_text())
+    variant = json.loads(json.dumps(example))
+    variant["executionTrace"]["finalOutputText"] = "Grüße 💶 \u2028 \U0001f600 " + "x" * 30_000
+    variant["executionTrace"]["toolCalls"][0]["output"] = {
+        "ratio": 0.1 + 0.2, "big": 1e21, "small": 5e-324, "neg": -1.5e-7, "n": 2**53 - 1, "nested": [{"é": None}],
+    }
+    signer = load_signer(b64=sys.argv[1])
+    encoded = [base64.b64encode(encode_capture(seal(c, signer))).decode() for c in (example, variant)]
+    status = native.status()
+print(json.dumps({
+    "status": status,
+    "warnings": [f"{w.category.__name__}: {w.message}" for w in caught],
+    "encoded": encoded,
+}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_without_the_compiled_core_it_warns_naming_why_and_seals_the_same_bytes(base_venv: BaseVenv) -> None:
+    seed = base64.b64encode(SEED).decode()
+    natively = json.loads(_in_venv(base_venv, SEAL_EXAMPLES, seed))
+    assert natively["status"] == "native" and natively["warnings"] == []
+
+    hidden = base_venv.core.with_name("hidden-core.bin")
+    base_venv.core.rename(hidden)  # the .so removed from the installed package
+    try:
+        reference = json.loads(_in_venv(base_venv, SEAL_EXAMPLES, seed))
+        proc = _run(
+            [base_venv.python, "-I", "-c", "from producers import native; native.core()"],
+            cwd=base_venv.workdir,
+            env=_clean_env(BLACKBOX_NATIVE="require"),
+            timeout=120,
+        )
+    finally:
+        hidden.rename(base_venv.core)
+
+    why = "the native evidence core did not load: No module named 'producers.native._core'"
+    assert reference["status"] == f"python ({why})"
+    assert reference["warnings"] == [
+        f"RuntimeWarning: blackbox: {why}; using the pure-Python reference (same bytes, slower)"
+    ]
+    assert reference["encoded"] == natively["encoded"]  # byte for byte, signatures included
+
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == f"schemas.errors.NativeCoreUnavailable: BLACKBOX_NATIVE=require, but {why}"
 
 
 @pytest.mark.slow

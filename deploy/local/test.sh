@@ -11,6 +11,13 @@ export PYTHON
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# pip install compiles the native evidence core (producers/native, Rust) with cargo; without it maturin
+# would try to download a toolchain and fail at length. Say what is missing in one line instead.
+if ! command -v cargo >/dev/null; then
+    echo "error: cargo is not on PATH: pip install builds the native core (Rust); install a Rust toolchain (rustup) and run again" >&2
+    exit 1
+fi
+
 step "pip install -e '.[server,dev]'"
 "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[server,dev]'
 
