@@ -25,7 +25,7 @@ from schemas.errors import NativeCoreUnavailable
 __all__ = ["ABI", "core", "reset", "status"]
 
 # The behaviour version this Python code expects; a stale build of the Rust sources is refused.
-ABI = 1
+ABI = 2
 
 _log = logging.getLogger("blackbox.native")
 _lock = threading.Lock()

@@ -15,6 +15,9 @@ number is not a card:
 Digits are ASCII digits (``[0-9]``: Unicode-aware ``\\d`` costs several times more per character).
 This runs on the producer's worker for every capture: each pattern starts with a character class
 (the regex engine then skips ahead in C) and boundaries are checked in Python on the few candidates.
+With the native core loaded (:mod:`producers.native`, ``src/pii.rs``) the built-in detectors run
+there instead, over every string of a capture in one call and off the GIL (:func:`find_in_values`),
+proven to find exactly what these classes find; libphonenumber still confirms phone numbers here.
 
 :class:`PatternDetector` runs the runtime's own regular expressions; :class:`PresidioDetector`
 adapts Microsoft Presidio's analyzer (``agent-blackbox[presidio]``).
@@ -24,10 +27,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from producers import native
 from schemas.errors import BlackboxError, ContractError
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "PresidioDetector",
     "builtin_detectors",
     "find_all",
+    "find_in_values",
     "iban_valid",
     "luhn_valid",
 ]
@@ -112,7 +117,6 @@ class PhoneDetector:
 
     def find(self, text: str) -> Iterable[Finding]:
         found: list[Finding] = []
-        lib = self._phonenumbers
         for candidate in self._CANDIDATE.finditer(text):
             start, end = candidate.span()
             if (start and (text[start - 1].isalnum() or text[start - 1] in "_+")) or _word_at(text, end):
@@ -121,9 +125,14 @@ class PhoneDetector:
             digits = sum(ch.isdigit() for ch in raw)
             if not 7 <= digits <= 15 or self._DATE.fullmatch(raw):
                 continue
-            matches = lib.PhoneNumberMatcher(raw, self.region, leniency=lib.Leniency.STRICT_GROUPING)
-            found.extend(Finding(start + m.start, start + m.end, "PHONE") for m in matches)
+            found.extend(self.confirm(text, start, end))
         return found
+
+    def confirm(self, text: str, start: int, end: int) -> list[Finding]:
+        """The phone numbers libphonenumber finds in the candidate ``text[start:end]``."""
+        lib = self._phonenumbers
+        matches = lib.PhoneNumberMatcher(text[start:end], self.region, leniency=lib.Leniency.STRICT_GROUPING)
+        return [Finding(start + m.start, start + m.end, "PHONE") for m in matches]
 
 
 def _word_at(text: str, index: int) -> bool:
@@ -302,13 +311,19 @@ _PRESIDIO_KINDS = {
 }
 
 
+SPACY_MODEL = "en_core_web_lg"
+"""The spaCy pipeline Presidio's analyzer runs on unless told otherwise (installed beside the extra)."""
+
+
 class PresidioDetector:
     """Microsoft Presidio's analyzer (``presidio_analyzer.AnalyzerEngine`` unless one is given).
 
     Anything with ``analyze(text=..., language=..., entities=..., score_threshold=...)`` returning
     results with ``entity_type``, ``start`` and ``end`` works (tests pass a fake). Presidio runs an
     NLP model per string: it finds names and places the built-in detectors cannot, at a far higher
-    cost per decision.
+    cost per decision. ``model`` is the spaCy pipeline (default :data:`SPACY_MODEL`): an installed
+    package or a pipeline directory; a blank one (``spacy.blank(lang).to_disk(dir)``) runs only
+    Presidio's pattern recognizers (e-mail, card, IBAN, IP, URL, crypto wallet ...), no names.
     """
 
     name = "presidio"
@@ -318,17 +333,12 @@ class PresidioDetector:
         analyzer: Any = None,
         *,
         language: str = "en",
+        model: str | None = None,
         entities: Sequence[str] | None = None,
         score_threshold: float = 0.5,
     ) -> None:
         if analyzer is None:
-            try:
-                from presidio_analyzer import AnalyzerEngine
-            except ImportError as exc:
-                raise BlackboxError(
-                    "BLACKBOX_REDACT=presidio needs Presidio: pip install 'agent-blackbox[presidio]'"
-                ) from exc
-            analyzer = AnalyzerEngine()
+            analyzer = presidio_analyzer(model=model or SPACY_MODEL, language=language)
         self.analyzer = analyzer
         self.language = language
         self.entities = list(entities) if entities is not None else None
@@ -347,18 +357,157 @@ class PresidioDetector:
         return found
 
 
+def presidio_analyzer(*, model: str, language: str) -> Any:
+    """Presidio's ``AnalyzerEngine`` over the spaCy pipeline ``model`` (a package name or a directory).
+
+    A missing pipeline is an error naming it: Presidio itself would download it from the network,
+    from inside the agent's process, when the recorder starts.
+    """
+    from pathlib import Path
+
+    try:
+        import spacy.util
+        from presidio_analyzer import AnalyzerEngine
+        from presidio_analyzer.nlp_engine import NlpEngineProvider
+    except ImportError as exc:
+        raise BlackboxError(
+            "BLACKBOX_REDACT=presidio needs Presidio: pip install 'agent-blackbox[presidio]'"
+        ) from exc
+    if not (spacy.util.is_package(model) or Path(model).is_dir()):
+        raise BlackboxError(
+            f"BLACKBOX_REDACT=presidio needs the spaCy pipeline {model!r}, which is not installed: "
+            f"python -m spacy download {model}"
+        )
+    config = {"nlp_engine_name": "spacy", "models": [{"lang_code": language, "model_name": model}]}
+    engine = NlpEngineProvider(nlp_configuration=config).create_engine()
+    return AnalyzerEngine(nlp_engine=engine, supported_languages=[language])
+
+
 def builtin_detectors(*, phone_region: str = "US") -> tuple[Detector, ...]:
     """The built-in detectors, in priority order (a card wins over a phone number on the same digits)."""
     return (EmailDetector(), IbanDetector(), CardDetector(), IpDetector(), PhoneDetector(phone_region))
 
 
 def find_all(text: str, detectors: Sequence[Detector]) -> list[Finding]:
-    """Every detector's findings, overlaps resolved: earliest first, then longest, then detector order."""
-    candidates: list[tuple[int, int, int, Finding]] = []
-    for rank, detector in enumerate(detectors):
-        for finding in detector.find(text):
-            if 0 <= finding.start < finding.end <= len(text):
-                candidates.append((finding.start, -finding.end, rank, finding))
+    """Every detector's findings, overlaps resolved: earliest first, then longest, then detector order.
+
+    The built-in detectors run in the native core when it is loaded (:func:`find_in_values`); any
+    other detector runs here, and the overlap rule then sees all of their findings together.
+    """
+    plan = _native_plan(detectors) if type(text) is str else None  # the core takes exact str only
+    if plan is not None:
+        hits = plan.scan([text], plan.mask)
+        if hits is not None:
+            candidates = _native_candidates(plan, text, hits[0][3]) if hits else []
+            return _resolve(candidates + _candidates(text, plan.others))
+    return _resolve(_candidates(text, enumerate(detectors)))
+
+
+def find_in_values(
+    values: Sequence[Any], detectors: Sequence[Detector]
+) -> list[dict[int, list[Finding]]] | None:
+    """:func:`find_all` of every string in ``values`` in one native call, or None where the native
+    core is not loaded or a detector is not a built-in one (the caller then uses :func:`find_all`).
+
+    A value is a ``str`` or a JSON value whose strings are taken as ``producers.privacy.redact`` walks
+    them: ``dict`` values (not keys) and ``list`` items in order, exact types only. For each value:
+    the findings of each string that has any, by the string's ordinal in that walk.
+    """
+    plan = _native_plan(detectors)
+    if plan is None or plan.others:
+        return None
+    hits = plan.scan(values, plan.mask)
+    if hits is None:
+        return None
+    found: list[dict[int, list[Finding]]] = [{} for _ in values]
+    for index, ordinal, text, spans in hits:
+        findings = _resolve(_native_candidates(plan, text, spans))
+        if findings:
+            found[index][ordinal] = findings
+    return found
+
+
+_Candidate = tuple[int, int, int, Finding]  # start, -end, detector rank: the overlap rule's order
+
+# The native scan's kind codes (producers/native/src/pii.rs), by the built-in detector they stand for.
+_NATIVE_CODES: dict[type, int] = {
+    EmailDetector: 0,
+    IbanDetector: 1,
+    CardDetector: 2,
+    IpDetector: 3,
+    PhoneDetector: 4,
+}
+_NATIVE_KINDS = ("EMAIL", "IBAN", "CARD", "IP")
+_PHONE_CODE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class _NativePlan:
+    """Which detectors the native scan stands in for (exact built-in types), and their ranks."""
+
+    scan: Callable[[Sequence[Any], int], list[tuple[int, int, str, list[tuple[int, int, int]] | None]] | None]
+    mask: int
+    ranks: tuple[tuple[int, ...], ...]  # by kind code (phone excluded): ranks of the detectors of the kind
+    phones: tuple[tuple[int, PhoneDetector], ...]
+    builtins: tuple[tuple[int, Detector], ...]  # the Python detectors of a string the core declines
+    others: tuple[tuple[int, Detector], ...]  # detectors the core does not know
+
+
+def _native_plan(detectors: Sequence[Detector]) -> _NativePlan | None:
+    codes = [_NATIVE_CODES.get(type(detector)) for detector in detectors]
+    if all(code is None for code in codes):
+        return None
+    core = native.core()
+    if core is None:
+        return None
+    ranks: list[list[int]] = [[] for _ in _NATIVE_KINDS]
+    phones: list[tuple[int, PhoneDetector]] = []
+    builtins: list[tuple[int, Detector]] = []
+    others: list[tuple[int, Detector]] = []
+    mask = 0
+    for rank, (detector, code) in enumerate(zip(detectors, codes, strict=True)):
+        if code is None:
+            others.append((rank, detector))
+            continue
+        mask |= 1 << code
+        builtins.append((rank, detector))
+        if isinstance(detector, PhoneDetector):
+            phones.append((rank, detector))
+        else:
+            ranks[code].append(rank)
+    return _NativePlan(
+        core.pii_scan, mask, tuple(map(tuple, ranks)), tuple(phones), tuple(builtins), tuple(others)
+    )
+
+
+def _native_candidates(
+    plan: _NativePlan, text: str, spans: list[tuple[int, int, int]] | None
+) -> list[_Candidate]:
+    """The built-in detectors' findings from the native spans; None: declined, Python decides."""
+    if spans is None:
+        return _candidates(text, plan.builtins)
+    found: list[_Candidate] = []
+    for start, end, code in spans:
+        if code == _PHONE_CODE:
+            for rank, phone in plan.phones:
+                found.extend((f.start, -f.end, rank, f) for f in phone.confirm(text, start, end))
+        else:
+            finding = Finding(start, end, _NATIVE_KINDS[code])
+            found.extend((start, -end, rank, finding) for rank in plan.ranks[code])
+    return found
+
+
+def _candidates(text: str, ranked: Iterable[tuple[int, Detector]]) -> list[_Candidate]:
+    return [
+        (finding.start, -finding.end, rank, finding)
+        for rank, detector in ranked
+        for finding in detector.find(text)
+        if 0 <= finding.start < finding.end <= len(text)
+    ]
+
+
+def _resolve(candidates: list[_Candidate]) -> list[Finding]:
+    """The overlap rule: earliest first, then longest, then detector order; overlapped ones dropped."""
     candidates.sort(key=lambda item: item[:3])
     kept: list[Finding] = []
     end = 0

@@ -18,12 +18,13 @@ Bodies stored as base64 (not UTF-8) are not searched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from producers.evidence.parts import PartRef, iter_parts
-from producers.privacy.detectors import Detector, find_all
+from producers.privacy.detectors import Detector, Finding, find_all, find_in_values
 from schemas.errors import ContractError
 
 __all__ = ["CaptureRedaction", "Placeholders", "Redacted", "redact_capture", "redact_text"]
@@ -93,7 +94,14 @@ def _utf8_len(text: str) -> int:
 
 def redact_text(text: str, detectors: Sequence[Detector], placeholders: Placeholders) -> _TextResult | None:
     """``text`` with every finding replaced, or None when nothing was found."""
-    findings = find_all(text, detectors)
+    return _replace(text, find_all(text, detectors), placeholders)
+
+
+# The findings of one string, given the string: a detector run, or a look-up of a scan made before.
+_Find = Callable[[str], Sequence[Finding]]
+
+
+def _replace(text: str, findings: Sequence[Finding], placeholders: Placeholders) -> _TextResult | None:
     if not findings:
         return None
     pieces: list[str] = []
@@ -151,46 +159,71 @@ def _pointer(parent: str, key: str | int) -> str:
 
 
 def _redact_json(
-    value: Any,
-    pointer: str,
-    *,
-    part: str,
-    detectors: Sequence[Detector],
-    placeholders: Placeholders,
-    out: list[Redacted],
+    value: Any, pointer: str, *, part: str, find: _Find, placeholders: Placeholders, out: list[Redacted]
 ) -> Any:
-    """``value`` with its strings redacted: new containers along changed paths, else ``value`` itself."""
+    """``value`` with its strings redacted: new containers along changed paths, else ``value`` itself.
+
+    Strings are visited depth first, ``dict`` values and ``list`` items in order (the order
+    :func:`~producers.privacy.detectors.find_in_values` numbers them in); a pointer is made only for
+    a container or a string with findings.
+    """
     kind = type(value)
     if kind is str:
-        result = redact_text(value, detectors, placeholders)
+        result = _replace(value, find(value), placeholders)
         if result is None:
             return value
         out.extend(Redacted(part, pointer, s, e, k, p) for s, e, k, p in result.placed)
         return result.text
     if kind is list:
-        items = [
-            _redact_json(
-                item, _pointer(pointer, i), part=part, detectors=detectors, placeholders=placeholders, out=out
-            )
-            for i, item in enumerate(value)
-        ]
-        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        items: list[Any] | None = None
+        for index, item in enumerate(value):
+            new = _redact_item(item, pointer, index, part=part, find=find, placeholders=placeholders, out=out)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
     if kind is dict:
-        changed = False
-        copy: dict[Any, Any] = {}
+        copy: dict[Any, Any] | None = None
         for key, item in value.items():
-            new = _redact_json(
-                item,
-                _pointer(pointer, key),
-                part=part,
-                detectors=detectors,
-                placeholders=placeholders,
-                out=out,
-            )
-            changed = changed or new is not item
-            copy[key] = new
-        return copy if changed else value
+            new = _redact_item(item, pointer, key, part=part, find=find, placeholders=placeholders, out=out)
+            if new is not item:
+                if copy is None:
+                    copy = dict(value)
+                copy[key] = new
+        return value if copy is None else copy
     return value
+
+
+def _redact_item(
+    item: Any,
+    parent: str,
+    key: str | int,
+    *,
+    part: str,
+    find: _Find,
+    placeholders: Placeholders,
+    out: list[Redacted],
+) -> Any:
+    kind = type(item)
+    if kind is str:
+        result = _replace(item, find(item), placeholders)
+        if result is None:
+            return item
+        pointer = _pointer(parent, key)
+        out.extend(Redacted(part, pointer, s, e, k, p) for s, e, k, p in result.placed)
+        return result.text
+    if kind is list or kind is dict:
+        return _redact_json(
+            item, _pointer(parent, key), part=part, find=find, placeholders=placeholders, out=out
+        )
+    return item
+
+
+def _scanned(found: dict[int, list[Finding]]) -> _Find:
+    """The findings of a value's strings, by ordinal, handed out as :func:`_redact_json` visits them."""
+    ordinals = itertools.count()
+    return lambda text: found.get(next(ordinals), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,15 +267,23 @@ def redact_capture(
     refs = sorted(
         enumerate(iter_parts(capture)), key=lambda item: item[1].field.section != "agentConfiguration"
     )
-    for ordinal, ref in refs:
+    searched = [(ordinal, ref) for ordinal, ref in refs if _searched(ref)]
+    # Every string of the capture in one native call when it can; else each string as it comes.
+    scan = find_in_values([ref.content for _, ref in searched], detectors)
+
+    def each(text: str) -> list[Finding]:
+        return find_all(text, detectors)
+
+    for index, (ordinal, ref) in enumerate(searched):
         content = ref.content
-        if content is None or ref.field.content_key in _SKIP:
-            continue
         field = ref.field
+        find: _Find = each
+        if scan is not None:
+            if not scan[index]:
+                continue  # not one finding in any of its strings
+            find = _scanned(scan[index])
         if field.kind == "text":
-            if type(content) is not str or ref.holder.get(f"{field.content_key}Encoding") == "base64":
-                continue
-            result = redact_text(content, detectors, placeholders)
+            result = _replace(content, find(content), placeholders)
             if result is None:
                 continue
             redactions.extend(Redacted(ref.path, "", s, e, k, p) for s, e, k, p in result.placed)
@@ -253,9 +294,7 @@ def redact_capture(
             changes.append(_Change(ordinal, result.text, spans, has_spans))
         else:
             found: list[Redacted] = []
-            new = _redact_json(
-                content, "", part=ref.path, detectors=detectors, placeholders=placeholders, out=found
-            )
+            new = _redact_json(content, "", part=ref.path, find=find, placeholders=placeholders, out=found)
             if new is content:
                 continue
             redactions.extend(found)
@@ -279,6 +318,17 @@ def redact_capture(
     if memory_changed and isinstance(target.get("memoryState"), dict):
         target["memoryState"]["contextSetHash"] = None
     return CaptureRedaction(target, redactions, originals, original_hashes, original_spans)
+
+
+def _searched(ref: PartRef) -> bool:
+    """Whether a part is searched: any JSON content, text unless stored as base64, not the sealed original."""
+    content = ref.content
+    field = ref.field
+    if content is None or field.content_key in _SKIP:
+        return False
+    if field.kind == "text":
+        return type(content) is str and ref.holder.get(f"{field.content_key}Encoding") != "base64"
+    return True
 
 
 def _original_hash(ref: PartRef) -> str:
