@@ -26,6 +26,12 @@ the package whenever the proof does not apply:
 ``tests/producers/evidence/test_evidence_canonical.py`` checks both paths agree on the RFC 8785
 vectors and on thousands of generated documents built to hit every boundary above.
 
+Native core: when :func:`producers.native.core` is loaded, :func:`canonical_json`,
+:func:`json_hash`, :func:`fast_json_hash` and :func:`text_hash` ask it first (Rust, DESIGN decision
+18). It prints only what it can print exactly as the code here does and returns ``None`` for
+anything else, which then takes the path above and raises its own error, so the bytes (and the
+errors) do not depend on which one ran; ``tests/producers/native`` proves it.
+
 Numbers: JSON numbers are IEEE-754 doubles in RFC 8785. An integer beyond ±(2**53 − 1) cannot be
 canonicalized without silently changing its value (two different payloads would hash the same),
 NaN and infinities are not JSON at all. blackbox refuses such content with a :class:`ContractError`
@@ -42,6 +48,7 @@ from typing import Any
 
 import rfc8785
 
+from producers import native
 from schemas.errors import ContractError
 
 HASH_PREFIX = "sha256:"
@@ -93,6 +100,16 @@ def canonical_json(value: Any, *, path: str = "", omit_null_members: bool = Fals
     ``omit_null_members=True`` first drops every object member whose value is ``null``, at every
     depth (list elements are kept) — the manifest's rule, see :mod:`producers.evidence.manifest`.
     """
+    core = native.core()
+    if core is not None:
+        data: bytes | None = core.canonical_json(value, omit_null_members=omit_null_members)
+        if data is not None:
+            return data
+    return python_canonical_json(value, path=path, omit_null_members=omit_null_members)
+
+
+def python_canonical_json(value: Any, *, path: str = "", omit_null_members: bool = False) -> bytes:
+    """:func:`canonical_json` without the native core: the fast path, else the ``rfc8785`` package."""
     try:
         normalized = _normalize(value, omit_null_members)
         return _encode(normalized).encode("utf-8")
@@ -222,21 +239,37 @@ def content_hash(data: bytes) -> str:
 
 
 def text_hash(text: str) -> str:
-    """Hash of a text part: its UTF-8 bytes, exactly as given."""
+    """Hash of a text part: its UTF-8 bytes, exactly as given (``UnicodeEncodeError`` on a lone surrogate)."""
+    core = native.core()
+    if core is not None:
+        digest: str | None = core.text_hash(text)
+        if digest is not None:
+            return digest
     return HASH_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def json_hash(value: Any, *, path: str = "") -> str:
     """Hash of a JSON part: its RFC 8785 canonical bytes."""
-    return HASH_PREFIX + hashlib.sha256(canonical_json(value, path=path)).hexdigest()
+    core = native.core()
+    if core is not None:
+        digest: str | None = core.json_hash(value)
+        if digest is not None:
+            return digest
+    return HASH_PREFIX + hashlib.sha256(python_canonical_json(value, path=path)).hexdigest()
 
 
 def fast_json_hash(value: Any) -> str | None:
-    """:func:`json_hash` when the fast path applies, else ``None`` (then call :func:`json_hash`).
+    """:func:`json_hash` when the native core or the fast path applies, else ``None`` (then call
+    :func:`json_hash`).
 
     Exactly the first half of :func:`canonical_json`: when it returns a hash, :func:`json_hash`
-    returns the same one (it would take the same fast path); it never raises for bad content.
+    returns the same one (it would take the same path); it never raises for bad content.
     """
+    core = native.core()
+    if core is not None:
+        digest: str | None = core.json_hash(value)
+        if digest is not None:
+            return digest
     try:
         data = _encode(_normalize(value, False)).encode("utf-8")
     except (_SlowPath, UnicodeEncodeError, ValueError, TypeError, RecursionError):

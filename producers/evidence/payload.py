@@ -15,6 +15,11 @@ its text (some field containing it) raises the count, and no marker can straddle
 (entries print as ``{...}``, and SEP's only border, the comma, cannot complete against a brace).
 Otherwise, and whenever an entry has extra keys, the reference functions are used. For sealing, the
 root goes into the text in place of a ROOT marker that must occur exactly once.
+
+With the native core (:func:`producers.native.core`) none of that is needed: the manifest and each
+leaf are printed by definition (:func:`~producers.evidence.manifest.manifest_bytes` of the view,
+:func:`~producers.evidence.merkle.working_set_leaves`), each a single native call; anything the core
+declines sends the whole capture down the Python path, which names the offending field.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from producers import native
 from producers.evidence.canonical import HASH_PREFIX, encode_normalized
-from producers.evidence.manifest import manifest_bytes, normalized_manifest
+from producers.evidence.manifest import manifest_bytes, manifest_view, normalized_manifest
 from producers.evidence.merkle import WORKING_SET_LEAF_KEYS, merkle_root, position_order, working_set_leaves
 from schemas.errors import ContractError
 
@@ -58,6 +64,56 @@ def signing_payload(capture: dict[str, Any], *, fill_root: bool) -> SigningPaylo
     already there is a :class:`ContractError`, as is an entry without a valid position.
     ``fill_root=False`` (verify): the payload carries the capture's own ``contextSetHash``.
     """
+    core = native.core()
+    if core is not None:
+        signed = _native_signing_payload(core, capture, fill_root=fill_root)
+        if signed is not None:
+            return signed
+    return python_signing_payload(capture, fill_root=fill_root)
+
+
+def _native_signing_payload(core: Any, capture: dict[str, Any], *, fill_root: bool) -> SigningPayload | None:
+    """:func:`signing_payload` by definition, through the native core; None where it declines."""
+    memory = capture.get("memoryState")
+    entries = memory.get("workingSetEntries") if isinstance(memory, dict) else None
+    if not isinstance(entries, list):
+        entries = []
+    try:
+        order: list[int] | None = position_order(entries)
+    except ContractError:
+        if fill_root:
+            raise
+        order = None
+    leaves: list[bytes] | None = None
+    if order is not None:
+        leaves = []
+        for index in order:
+            entry = entries[index]
+            leaf = core.canonical_json(
+                {key: entry.get(key) for key in WORKING_SET_LEAF_KEYS}, omit_null_members=True
+            )
+            if leaf is None:
+                return None
+            leaves.append(leaf)
+    view = manifest_view(capture)
+    if fill_root and leaves is not None and isinstance(memory, dict):  # else position_order raised
+        root = HASH_PREFIX + core.merkle_root(leaves).hex()
+        supplied = memory.get("contextSetHash")
+        if supplied is not None and supplied != root:
+            raise ContractError(
+                f"supplied {supplied!r} disagrees with the working set, which gives {root!r}",
+                path="memoryState.contextSetHash",
+            )
+        memory["contextSetHash"] = root
+        view["memoryState"]["contextSetHash"] = root  # a fresh dict (manifest_view)
+    payload = core.canonical_json(view, omit_null_members=True)
+    if payload is None:
+        return None
+    return SigningPayload(payload=payload, leaves=leaves)
+
+
+def python_signing_payload(capture: dict[str, Any], *, fill_root: bool) -> SigningPayload:
+    """:func:`signing_payload` without the native core (one encoding, cut; see the module doc)."""
     memory = capture.get("memoryState")
     entries = memory.get("workingSetEntries") if isinstance(memory, dict) else None
     if not isinstance(entries, list):

@@ -1,9 +1,10 @@
 """Sealing: fill every hash field, the working-set Merkle root, and sign the manifest.
 
 This runs on the producer's hot path (thousands of captures per second), so it copies with a
-JSON-specific copier instead of :func:`copy.deepcopy` (or not at all, ``copy=False``), uses the fast
-canonical JSON path (:mod:`producers.evidence.canonical`), and gets the manifest bytes and the
-Merkle leaves from one encoding (:mod:`producers.evidence.payload`).
+JSON-specific copier instead of :func:`copy.deepcopy` (or not at all, ``copy=False``), hashes the
+parts and prints the manifest and the Merkle leaves with the native core when it is loaded (else
+the fast Python paths of :mod:`producers.evidence.canonical` and :mod:`producers.evidence.payload`),
+with the same bytes either way.
 """
 
 from __future__ import annotations
