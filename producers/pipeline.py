@@ -12,11 +12,13 @@ Per capture, in this order (DESIGN decisions 1, 5, 6):
 5. above ``max_message_bytes``: the bytes go to the blob store and a claim-check event replaces them.
 
 A failure raises :class:`StageFailed` naming the stage, so the recorder can report where a capture
-was lost. Nothing here touches threads, queues or the transport.
+was lost. Nothing here touches threads, queues or the transport; between stages it calls the
+``pause`` it is given, where the recorder's worker lets the runtime's threads have the GIL.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -71,6 +73,7 @@ def prepare_capture(
     owned: bool = False,
     hold: bool = False,
     redactor: Redactor | None = None,
+    pause: Callable[[], None] | None = None,
 ) -> Prepared:
     """Seal, strip (structured-only), encode and claim-check one capture.
 
@@ -78,6 +81,7 @@ def prepare_capture(
     reuse the hashes the SDK pinned on its own configuration snapshots. ``hold=True`` returns the
     sealed full capture beside a structured-only one (:attr:`Prepared.held`). ``redactor``: personal
     data is redacted and the original sealed first (:mod:`producers.privacy`), failures at ``seal``.
+    ``pause``: called after redaction and after sealing (it must not raise).
     """
     from producers.evidence import seal
 
@@ -92,7 +96,11 @@ def prepare_capture(
         stage = "seal"
         if redactor is not None:  # personal data out before anything is signed or sent
             capture = redactor.protect(capture, owned=owned)
+            if pause is not None:
+                pause()
         full = seal(capture, signer, copy=not owned, pinned=owned)
+        if pause is not None:
+            pause()
         sealed = policy.apply(full)
         held = full if hold and sealed is not full else None
         stage = "encode"

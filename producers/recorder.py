@@ -5,7 +5,9 @@ the finished builder on a bounded queue. One background worker does the rest, pe
 the capture policy, seal (hash every content part, Merkle root, sign the manifest), drop content
 for structured-only captures, Avro-encode, claim-check an oversized capture through the blob
 store, and hand the bytes to the transport. Delivery outcomes come back through transport
-callbacks and update :attr:`Recorder.stats`; failures also go to ``on_error``.
+callbacks and update :attr:`Recorder.stats`; failures also go to ``on_error``. Between stages the
+worker takes turns with the runtime's threads for the GIL (:mod:`producers.turns`), so a runtime
+thread waiting for it gets it within about one stage, not CPython's 5 ms switch interval.
 
 Values the runtime gives that cannot be recorded as given (circular, nested deeper than
 :data:`~producers.unrecordable.MAX_DEPTH` levels, not JSON, NaN, an integer beyond ±(2**53 − 1),
@@ -39,6 +41,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from producers import native
 from producers import unrecordable as check
 from producers.claimcheck import ClaimChecker
 from producers.clock import Clock, system_clock
@@ -56,6 +59,7 @@ from producers.flight import (
 from producers.pipeline import Prepared, Stage, StageFailed, as_blackbox, prepare_capture, prepare_flag
 from producers.policy import CapturePolicy
 from producers.privacy.protect import RedactMode, Redactor, RedactPatterns
+from producers.turns import WorkerTurns
 from schemas.errors import (
     BlackboxError,
     ContentNotHeld,
@@ -224,7 +228,11 @@ class Recorder:
         self._flight = FlightRecorder(flight) if flight.enabled else None
         self._failure_when = failure_when
         self._redactor = Redactor.create(redact, patterns=redact_patterns, vault=vault)
+        # The native core is chosen here, on construction: BLACKBOX_NATIVE=require without it fails
+        # now (NativeCoreUnavailable), never later inside a decision in the agent's thread.
+        native.core()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._turns = WorkerTurns()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._enqueued = self._delivered = self._dropped = self._failed = self._claimed = 0
@@ -554,18 +562,19 @@ class Recorder:
     def _run(self) -> None:
         get, get_nowait, transport = self._queue.get, self._queue.get_nowait, self._transport
         since_poll = 0
+        self._turns.waited()  # turns count this thread's CPU time
         while True:
             try:
-                if self._in_transport:
-                    try:
-                        item = get_nowait()
-                    except queue.Empty:
-                        self._idle_poll()
-                        continue
-                else:
-                    item = get(timeout=0.2)
+                item = get_nowait()
             except queue.Empty:
-                continue
+                if self._in_transport:
+                    self._idle_poll()
+                    continue
+                try:
+                    item = get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                self._turns.waited()  # it blocked: the GIL was the runtime's meanwhile
             if item is _STOP:
                 break
             try:
@@ -633,6 +642,7 @@ class Recorder:
                 flight.hold(decision_id, prepared.held, encoded=prepared.data, at=self._now([]))
             else:
                 flight.captured_in_full(decision_id)
+        self._turns.pause()
 
     # --- the flight recorder (producers/flight.py) ---------------------------------------------
     def _process_flag(self, item: _Flag, decision_id: str | None) -> None:
@@ -689,6 +699,7 @@ class Recorder:
                 policy=self.policy,
                 claims=self._claims,
                 max_message_bytes=self._max_message_bytes,
+                pause=self._turns.pause,
             )
         except StageFailed as failed:
             self._settle(
@@ -819,6 +830,7 @@ class Recorder:
             owned=owned,
             hold=flight is not None,
             redactor=self._redactor,
+            pause=self._turns.pause,
         )
 
     def _delivery_callback(self, token: int) -> Callable[[DeliveryFailed | None], None]:

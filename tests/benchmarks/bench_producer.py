@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_producer.py [--bootstrap 127.0.0.1:9092] [--sizes 20000,120000]
                                               [--count-20k 6000] [--count-120k 1200] [--rate 1000]
+                                              [--transport kafka|null]
 
 For each capture size, in the same run:
 
@@ -13,7 +14,13 @@ For each capture size, in the same run:
   ``flush()`` returning with every capture acknowledged by the broker;
 * **caller cost**: the time the runtime's thread spends in the recorder per decision (``decision()``
   … ``finish()``, including rendering the context), p50/p99/max, at a paced rate (``--rate``/s, a
-  realistic load below capacity) while the worker runs.
+  realistic load below capacity) while the worker runs; beside it the thread's own CPU, how late it
+  woke from each paced sleep (the GIL the worker holds is what it waits for there) and its wait for
+  a CPU (on a busy machine, preemption by other processes is most of a high p99).
+
+``--transport null`` needs no broker: the recorder hands its bytes to a transport that discards
+them (delivered at once), there is no floor, and throughput is the recorder's own capacity; the
+caller cost is then the recorder's alone (its worker still busy), without librdkafka's threads.
 
 Targets (DESIGN): throughput >= 0.5x floor and >= 5,000/s at ~20 KB; caller p99 < 1 ms.
 """
@@ -27,8 +34,10 @@ import os
 import resource
 import statistics
 import sys
+import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,25 +71,38 @@ def delete_topic(bootstrap: str, topic: str) -> None:
             future.result(30)
 
 
+class NullTransport:
+    """Delivers at once and keeps nothing (``keep``: a list to append each sent value to)."""
+
+    def __init__(self, keep: list[bytes] | None = None) -> None:
+        self.keep = keep
+
+    def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+        if self.keep is not None:
+            self.keep.append(value)
+        on_delivery(None)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        return 0
+
+    def flush(self, timeout: float | None = None) -> int:
+        return 0
+
+    def close(self, timeout: float | None = None) -> None:
+        return None
+
+
+def open_transport(bootstrap: str, topic: str | None) -> Any:
+    """Kafka on ``topic``, or the discarding transport when ``topic`` is None (``--transport null``)."""
+    if topic is None:
+        return NullTransport()
+    return KafkaTransport(bootstrap=bootstrap, topic=topic, linger_ms=LINGER_MS)
+
+
 def encoded_captures(size: int) -> list[bytes]:
     """The exact bytes the recorder sends for the benchmark's decisions (full captures)."""
     sent: list[bytes] = []
-
-    class Capture:
-        def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
-            sent.append(value)
-            on_delivery(None)
-
-        def poll(self, timeout: float = 0.0) -> int:
-            return 0
-
-        def flush(self, timeout: float | None = None) -> int:
-            return 0
-
-        def close(self, timeout: float | None = None) -> None:
-            return None
-
-    rec = Recorder(agent_id="agt_bench", transport=Capture(), signer=new_signer())
+    rec = Recorder(agent_id="agt_bench", transport=NullTransport(sent), signer=new_signer())
     configure(rec)
     for seed in range(VARIANTS):
         record(rec, make_content(size, seed=seed), consequential=True)
@@ -133,10 +155,10 @@ def floor(bootstrap: str, topic: str, payloads: list[bytes], count: int) -> floa
     return elapsed
 
 
-def recorder_throughput(bootstrap: str, topic: str, size: int, count: int) -> float:
+def recorder_throughput(bootstrap: str, topic: str | None, size: int, count: int) -> float:
     contents = [make_content(size, seed=seed) for seed in range(VARIANTS)]
     errors: list[Any] = []
-    transport = KafkaTransport(bootstrap=bootstrap, topic=topic, linger_ms=LINGER_MS)
+    transport = open_transport(bootstrap, topic)
     rec = Recorder(
         agent_id="agt_bench",
         transport=transport,
@@ -160,15 +182,34 @@ def recorder_throughput(bootstrap: str, topic: str, size: int, count: int) -> fl
     return elapsed
 
 
-def caller_cost(
-    bootstrap: str, topic: str, size: int, count: int, rate: float
-) -> tuple[list[float], list[float]]:
-    """Per decision: wall time on the caller's thread, and that thread's own CPU time (the wall time
-    minus GIL waits and OS preemption by other processes)."""
+@dataclass(frozen=True, slots=True)
+class CallerCost:
+    """Per decision (µs): wall time on the caller's thread inside the recorder, that thread's own CPU
+    time in it, and how late the thread got to run again after its paced sleep (waiting for the GIL
+    the worker held, or for a CPU). ``run_queue``: the thread's total wait for a CPU (OS
+    preemption, Linux schedstat) over the run, per decision; None where it cannot be read."""
+
+    wall: list[float]
+    cpu: list[float]
+    wake: list[float]
+    run_queue: float | None
+
+
+def run_delay_ns() -> int | None:
+    """This thread's total time runnable but not running (``/proc/.../schedstat``), or None."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat", "rb") as handle:
+            return int(handle.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def caller_cost(bootstrap: str, topic: str | None, size: int, count: int, rate: float) -> CallerCost:
+    """The caller's side at a paced load (see :class:`CallerCost`); the worker is busy meanwhile."""
     contents = [make_content(size, seed=seed) for seed in range(VARIANTS)]
     rec = Recorder(
         agent_id="agt_bench",
-        transport=KafkaTransport(bootstrap=bootstrap, topic=topic, linger_ms=LINGER_MS),
+        transport=open_transport(bootstrap, topic),
         signer=new_signer(),
         policy=CapturePolicy(sample_one_in=0),
         queue_size=10_000,
@@ -179,21 +220,26 @@ def caller_cost(
     rec.flush(30)
     durations: list[float] = []
     cpu: list[float] = []
+    wake: list[float] = []
     interval = 1.0 / rate
+    delay0 = run_delay_ns()
     next_at = time.perf_counter()
     for i in range(count):
         now = time.perf_counter()
         if next_at > now:
             time.sleep(next_at - now)
+            wake.append((time.perf_counter() - next_at) * 1e6)
         next_at += interval
         c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
         record(rec, contents[i % VARIANTS], consequential=True)
         durations.append((time.perf_counter_ns() - t0) / 1000)
         cpu.append((time.thread_time_ns() - c0) / 1000)
+    delay1 = run_delay_ns()
     rec.close()
     assert rec.stats.failed == 0 and rec.stats.dropped_queue_full == 0, rec.stats
-    return durations, cpu
+    queued = None if delay0 is None or delay1 is None else (delay1 - delay0) / 1000 / count
+    return CallerCost(durations, cpu, wake or [0.0], queued)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -222,6 +268,12 @@ def main() -> None:
         help="decisions/s for the caller-cost run (capped at half capacity)",
     )
     parser.add_argument("--caller-count", type=int, default=2_000)
+    parser.add_argument(
+        "--transport",
+        choices=("kafka", "null"),
+        default="kafka",
+        help="null: no broker, no floor; the recorder's own capacity and caller cost",
+    )
     parser.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval (s)")
     args = parser.parse_args()
     if args.switch_interval:
@@ -236,7 +288,7 @@ def main() -> None:
         payloads = encoded_captures(size)
         mean = statistics.mean(len(p) for p in payloads)
         print(f"\n== captures of ~{size / 1000:.0f} KB (encoded mean {mean / 1000:.1f} KB), {count} per run")
-        topic = create_topic(args.bootstrap)
+        topic = create_topic(args.bootstrap) if args.transport == "kafka" else None
         floors: list[float] = []
         recorders: list[float] = []
         f_cpu: list[float] = []
@@ -244,37 +296,52 @@ def main() -> None:
         try:
             for _ in range(args.repeat):
                 c0 = cpu_seconds()
-                f_elapsed = floor(args.bootstrap, topic, payloads, count)
+                if topic is not None:
+                    floors.append(count / floor(args.bootstrap, topic, payloads, count))
                 c1 = cpu_seconds()
                 r_elapsed = recorder_throughput(args.bootstrap, topic, size, count)
                 c2 = cpu_seconds()
-                floors.append(count / f_elapsed)
                 recorders.append(count / r_elapsed)
                 f_cpu.append((c1 - c0) / count * 1e6)
                 r_cpu.append((c2 - c1) / count * 1e6)
-            f_rate, r_rate = statistics.median(floors), statistics.median(recorders)
+            r_rate = statistics.median(recorders)
             rate = min(args.rate, 0.5 * r_rate)  # well below capacity: no backpressure
-            durations, caller_cpu = caller_cost(args.bootstrap, topic, size, args.caller_count, rate)
+            caller = caller_cost(args.bootstrap, topic, size, args.caller_count, rate)
         finally:
-            delete_topic(args.bootstrap, topic)
+            if topic is not None:
+                delete_topic(args.bootstrap, topic)
         mb = mean / 1e6
-        print(
-            f"floor     {f_rate:9.0f} captures/s  {f_rate * mb:7.1f} MB/s   "
-            f"process CPU {statistics.median(f_cpu):6.0f} us/capture   runs {[round(x) for x in floors]}"
-        )
+        if floors:
+            f_rate = statistics.median(floors)
+            print(
+                f"floor     {f_rate:9.0f} captures/s  {f_rate * mb:7.1f} MB/s   "
+                f"process CPU {statistics.median(f_cpu):6.0f} us/capture   runs {[round(x) for x in floors]}"
+            )
         print(
             f"recorder  {r_rate:9.0f} captures/s  {r_rate * mb:7.1f} MB/s   "
             f"process CPU {statistics.median(r_cpu):6.0f} us/capture   runs {[round(x) for x in recorders]}"
+            + ("" if floors else "   (null transport)")
+        )
+        if floors:
+            print(
+                f"ratio recorder/floor: {r_rate / f_rate:.2f} (median of runs; per run "
+                f"{[round(r / f, 2) for r, f in zip(recorders, floors, strict=True)]})  target >= 0.5"
+                + (" and >= 5000/s" if size <= 50_000 else "")
+            )
+        wall, own = caller.wall, caller.cpu
+        print(
+            f"caller cost at {rate:.0f}/s: wall p50 {pct(wall, 0.5):.0f} us, p99 {pct(wall, 0.99):.0f} us, "
+            f"max {max(wall):.0f} us (target p99 < 1000 us); caller-thread CPU p50 "
+            f"{pct(own, 0.5):.0f} us, p99 {pct(own, 0.99):.0f} us"
         )
         print(
-            f"ratio recorder/floor: {r_rate / f_rate:.2f} (median of runs; per run "
-            f"{[round(r / f, 2) for r, f in zip(recorders, floors, strict=True)]})  target >= 0.5"
-            + (" and >= 5000/s" if size <= 50_000 else "")
-        )
-        print(
-            f"caller cost at {rate:.0f}/s: wall p50 {pct(durations, 0.5):.0f} us, p99 {pct(durations, 0.99):.0f} us, "
-            f"max {max(durations):.0f} us (target p99 < 1000 us); caller-thread CPU p50 "
-            f"{pct(caller_cpu, 0.5):.0f} us, p99 {pct(caller_cpu, 0.99):.0f} us"
+            f"caller's wake-up after its paced sleep: late by p50 {pct(caller.wake, 0.5):.0f} us, "
+            f"p99 {pct(caller.wake, 0.99):.0f} us (GIL held by the worker, or no free CPU)"
+            + (
+                ""
+                if caller.run_queue is None
+                else f"; its wait for a CPU (OS run queue) {caller.run_queue:.0f} us per decision"
+            )
         )
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
 

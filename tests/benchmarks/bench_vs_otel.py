@@ -1,0 +1,318 @@
+"""Producer CPU per decision beside the OpenTelemetry SDK (not collected by pytest).
+
+    python tests/benchmarks/bench_vs_otel.py [--sizes 20000,120000] [--count-20k 3000]
+                                             [--count-120k 1000] [--warmup 200]
+                                             [--variants otel,blackbox,redact-off,native-off]
+                                             [--repeat 3]
+
+The same decisions (``recorder_testdata.make_content``, the content ``bench_producer.py`` uses) are
+recorded, each variant in a fresh subprocess of its own so its process CPU is clean:
+
+* ``otel``: the OpenTelemetry SDK (1.45) records each decision as one GenAI ``chat`` span, its
+  attributes built from the same :class:`DecisionContent` per the GenAI semantic conventions
+  (``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, ``gen_ai.input.messages`` holding
+  the request, the working set and the tool calls and results, ``gen_ai.output.messages`` holding
+  the reasoning and the answer, ``gen_ai.retrieval.documents``, request parameters, usage), through
+  a ``BatchSpanProcessor`` into an exporter that OTLP-encodes every batch (``encode_spans`` +
+  ``SerializeToString``) and discards the bytes: no network;
+* ``blackbox``: ``Recorder.from_settings`` with default settings (redaction ``builtin``, the native
+  core when it loads, the flight recorder) into a transport that discards the bytes, every decision
+  consequential so every capture is full: hashed per part, Merkle root, signed, Avro-encoded;
+* ``redact-off``: the same with ``BLACKBOX_REDACT=off``;
+* ``native-off``: the same with ``BLACKBOX_NATIVE=off`` (the pure-Python reference).
+
+Per variant: ``--warmup`` decisions (flushed, not measured), then ``count`` decisions and the flush
+(``force_flush`` / ``Recorder.flush``) inside the measured window; CPU is
+``getrusage(RUSAGE_SELF)`` user + system, every thread of the process. The variants run in turn,
+``--repeat`` rounds, and each figure is the median of its rounds, so a change in the machine's load
+touches every variant alike. Reported: µs of CPU per decision and the ratio to ``otel`` at each
+size (target: <= 1.0x at ~20 KB, <= 0.7x at ~120 KB). Run it on a quiet machine; absolute figures
+drift between runs, ratios from one run are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "producers" / "recorder")]
+
+VARIANTS: dict[str, dict[str, str]] = {
+    "otel": {},
+    "blackbox": {},
+    "redact-off": {"BLACKBOX_REDACT": "off"},
+    "native-off": {"BLACKBOX_NATIVE": "off"},
+}
+CONTENTS = 16  # distinct decisions cycled through, as in bench_producer.py
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# --- OpenTelemetry ------------------------------------------------------------------------------------
+def otel_attributes(content: Any) -> dict[str, Any]:
+    """One decision as GenAI semantic-convention attributes (structured values as JSON strings, as
+    the conventions say for span attributes), built from the same content blackbox records."""
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+    from recorder_testdata import SYSTEM_PROMPT, TOOL_SCHEMA
+
+    tool_args = ({"customer_id": "cus_42"}, {"customer_id": "cus_42", "amount": 120.0})
+    names = ("get_balance", "issue_refund")
+    memory = "\n\n".join(entry for _, entry in content.memory)
+    input_messages = [
+        {"role": "system", "parts": [{"type": "text", "content": memory}]},
+        {"role": "user", "parts": [{"type": "text", "content": content.user_message}]},
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "tool_call", "id": f"call_{i}", "name": name, "arguments": args}
+                for i, (name, args) in enumerate(zip(names, tool_args, strict=True))
+            ],
+        },
+        {
+            "role": "tool",
+            "parts": [
+                {"type": "tool_call_response", "id": f"call_{i}", "response": output}
+                for i, output in enumerate(content.tool_outputs)
+            ],
+        },
+        # the external value the decision read, as one more tool result
+        {
+            "role": "tool",
+            "parts": [
+                {
+                    "type": "tool_call_response",
+                    "id": "customer.balance",
+                    "response": {"amount": 880.0, "currency": "USD"},
+                }
+            ],
+        },
+    ]
+    output_messages = [
+        {
+            "role": "assistant",
+            "parts": [
+                *({"type": "reasoning", "content": text} for text in content.reasoning),
+                {"type": "text", "content": content.final_output},
+            ],
+            "finish_reason": "stop",
+        }
+    ]
+    documents = [
+        {"id": entry_id, "score": round(0.84 - position / 10, 2)}
+        for position, (entry_id, _) in enumerate(content.memory)
+    ]
+    return {
+        gen_ai.GEN_AI_OPERATION_NAME: "chat",
+        gen_ai.GEN_AI_PROVIDER_NAME: "openai",
+        gen_ai.GEN_AI_REQUEST_MODEL: "acme-chat",
+        gen_ai.GEN_AI_RESPONSE_MODEL: "acme-chat-2026-06-01",
+        gen_ai.GEN_AI_REQUEST_TEMPERATURE: 0.2,
+        gen_ai.GEN_AI_REQUEST_TOP_P: 0.95,
+        gen_ai.GEN_AI_REQUEST_MAX_TOKENS: 4096,
+        gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES: ("</done>",),
+        gen_ai.GEN_AI_REQUEST_SEED: 7,
+        gen_ai.GEN_AI_CONVERSATION_ID: "ses_9",
+        gen_ai.GEN_AI_AGENT_ID: "agt_bench",
+        gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: ("stop",),
+        gen_ai.GEN_AI_USAGE_INPUT_TOKENS: 12483,
+        gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 1240,
+        "user.id": "usr_42",
+        "gen_ai.request.payload": json.dumps(content.request, ensure_ascii=False),
+        gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS: json.dumps(
+            [{"type": "text", "content": SYSTEM_PROMPT}], ensure_ascii=False
+        ),
+        gen_ai.GEN_AI_TOOL_DEFINITIONS: json.dumps(TOOL_SCHEMA["tools"], ensure_ascii=False),
+        gen_ai.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps(documents, ensure_ascii=False),
+        gen_ai.GEN_AI_INPUT_MESSAGES: json.dumps(input_messages, ensure_ascii=False),
+        gen_ai.GEN_AI_OUTPUT_MESSAGES: json.dumps(output_messages, ensure_ascii=False),
+    }
+
+
+def run_otel(contents: list[Any], *, warmup: int, count: int) -> dict[str, Any]:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Discarding(SpanExporter):
+        """OTLP protobuf encoding of each batch, as the OTLP exporters do before sending."""
+
+        def __init__(self) -> None:
+            self.spans = 0
+            self.bytes = 0
+
+        def export(self, spans: Any) -> SpanExportResult:
+            self.bytes += len(encode_spans(spans).SerializeToString())
+            self.spans += len(spans)
+            return SpanExportResult.SUCCESS
+
+    exporter = Discarding()
+    provider = TracerProvider(resource=Resource.create({"service.name": "agt_bench"}))
+    # a queue that holds the whole run: a dropped span would be CPU not spent
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=warmup + count + 2048))
+    tracer = provider.get_tracer("bench_vs_otel")
+
+    def decide(content: Any) -> None:
+        with tracer.start_as_current_span("chat acme-chat") as span:
+            span.set_attributes(otel_attributes(content))
+
+    for i in range(warmup):
+        decide(contents[i % len(contents)])
+    provider.force_flush()
+    spans_before, bytes_before = exporter.spans, exporter.bytes
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    for i in range(count):
+        decide(contents[i % len(contents)])
+    provider.force_flush()
+    cpu, wall = cpu_seconds() - c0, time.perf_counter() - t0
+    exported = exporter.spans - spans_before
+    provider.shutdown()
+    if exported != count:
+        raise SystemExit(f"otel exported {exported} of {count} spans")
+    return {"cpu": cpu, "wall": wall, "bytes": (exporter.bytes - bytes_before) / count, "status": "sdk"}
+
+
+# --- blackbox -------------------------------------------------------------------------------------------
+def run_blackbox(contents: list[Any], *, warmup: int, count: int) -> dict[str, Any]:
+    from recorder_testdata import configure, new_signer, record
+
+    from producers import native
+    from producers.recorder import Recorder
+
+    sent = [0, 0]
+
+    class Discarding:
+        def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+            sent[0] += 1
+            sent[1] += len(value)
+            on_delivery(None)
+
+        def poll(self, timeout: float = 0.0) -> int:
+            return 0
+
+        def flush(self, timeout: float | None = None) -> int:
+            return 0
+
+        def close(self, timeout: float | None = None) -> None:
+            return None
+
+    errors: list[Any] = []
+    rec = Recorder.from_settings(
+        agent_id="agt_bench", signer=new_signer(), transport=Discarding(), on_error=errors.append
+    )
+    configure(rec)
+    for i in range(warmup):
+        record(rec, contents[i % len(contents)], consequential=True)
+    rec.flush(120)
+    before = list(sent)
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    for i in range(count):
+        record(rec, contents[i % len(contents)], consequential=True)
+    ok = rec.flush(600)
+    cpu, wall = cpu_seconds() - c0, time.perf_counter() - t0
+    rec.close()
+    if not ok or errors or sent[0] - before[0] != count:
+        raise SystemExit(f"blackbox delivered {sent[0] - before[0]} of {count}; errors {errors[:3]}")
+    return {"cpu": cpu, "wall": wall, "bytes": (sent[1] - before[1]) / count, "status": native.status()}
+
+
+def child(variant: str, size: int, count: int, warmup: int) -> None:
+    from recorder_testdata import make_content
+
+    contents = [make_content(size, seed=seed) for seed in range(CONTENTS)]
+    run = run_otel if variant == "otel" else run_blackbox
+    print(json.dumps(run(contents, warmup=warmup, count=count)))
+
+
+def measure(variant: str, size: int, count: int, warmup: int, data_dir: str) -> dict[str, Any]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("BLACKBOX_")},
+        "BLACKBOX_DATA_DIR": data_dir,
+        **VARIANTS[variant],
+    }
+    argv = [sys.executable, __file__, "--child", variant, "--size", str(size), "--count", str(count)]
+    done = subprocess.run(
+        [*argv, "--warmup", str(warmup)], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{variant} at {size} bytes failed:\n{done.stderr.strip()}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="20000,120000")
+    parser.add_argument("--count-20k", type=int, default=3_000)
+    parser.add_argument("--count-120k", type=int, default=1_000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--repeat", type=int, default=3, help="rounds over all variants; medians reported")
+    parser.add_argument("--child", choices=tuple(VARIANTS), help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.size, args.count, args.warmup)
+        return
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or "otel" not in variants:
+        parser.error(f"--variants: choose from {', '.join(VARIANTS)} (otel included); got {args.variants}")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+        f"load average {os.getloadavg()[0]:.2f}; CPU = all threads of a fresh process per variant, "
+        f"median of {max(1, args.repeat)} rounds"
+    )
+    rounds: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-vs-otel-") as data_dir:
+        for size in sizes:
+            count = args.count_20k if size <= 50_000 else args.count_120k
+            for _ in range(max(1, args.repeat)):
+                for variant in variants:
+                    found = measure(variant, size, count, args.warmup, data_dir)
+                    rounds.setdefault((variant, size), []).append(found)
+    results = {
+        key: {**runs[0], "cpu": statistics.median(run["cpu"] for run in runs)} for key, runs in rounds.items()
+    }
+    head = f"{'variant':<12}{'path':<12}" + "".join(
+        f"{f'~{s // 1000} KB us/dec':>16}{'x otel':>8}{'bytes':>9}" for s in sizes
+    )
+    print("\n" + head)
+    for variant in variants:
+        status = results[variant, sizes[0]]["status"]
+        row = f"{variant:<12}{('native' if status == 'native' else status.split(' ')[0]):<12}"
+        for size in sizes:
+            count = args.count_20k if size <= 50_000 else args.count_120k
+            mine = results[variant, size]
+            peer = results["otel", size]
+            us = mine["cpu"] / count * 1e6
+            ratio = mine["cpu"] / peer["cpu"]
+            row += f"{us:16.0f}{ratio:8.2f}{mine['bytes']:9.0f}"
+        print(row)
+    print(
+        "\ntargets: blackbox <= 1.0x otel at ~20 KB, <= 0.7x at ~120 KB; "
+        f"load average at the end {os.getloadavg()[0]:.2f}"
+    )
+    for variant in variants:
+        status = results[variant, sizes[0]]["status"]
+        if status not in ("sdk", "native"):
+            print(f"{variant}: {status}")
+
+
+if __name__ == "__main__":
+    main()
