@@ -272,3 +272,21 @@ def object_lock_store(minio_config: dict[str, Any]) -> Iterator[Any]:
             )
             assert not errors, errors
             client.remove_bucket(bucket)
+
+
+@pytest.fixture(scope="session")
+def core() -> Any:
+    """The compiled native core (tests/producers/native); a missing or stale build FAILS, never skips.
+
+    Here rather than in tests/producers/native/conftest.py: a second ``conftest`` module there would
+    shadow the other folders' ``from conftest import ...`` when pytest collects them together.
+    """
+    from producers import native
+
+    native.reset()
+    try:
+        loaded = native.core()
+        assert loaded is not None, f"the native core did not load: {native.status()}"
+        return loaded
+    finally:
+        native.reset()

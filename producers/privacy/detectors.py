@@ -15,9 +15,8 @@ number is not a card:
 Digits are ASCII digits (``[0-9]``: Unicode-aware ``\\d`` costs several times more per character).
 This runs on the producer's worker for every capture: each pattern starts with a character class
 (the regex engine then skips ahead in C) and boundaries are checked in Python on the few candidates.
-With the native core loaded (:mod:`producers.native`, ``src/pii.rs``) the built-in detectors run
-there instead, over every string of a capture in one call and off the GIL (:func:`find_in_values`),
-proven to find exactly what these classes find; libphonenumber still confirms phone numbers here.
+These classes are the reference: :mod:`producers.privacy.native_scan` runs a set of detectors (the
+built-in ones in the native core when it is loaded) and resolves their overlaps.
 
 :class:`PatternDetector` runs the runtime's own regular expressions; :class:`PresidioDetector`
 adapts Microsoft Presidio's analyzer (``agent-blackbox[presidio]``).
@@ -27,11 +26,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from producers import native
 from schemas.errors import BlackboxError, ContractError
 
 __all__ = [
@@ -45,8 +43,6 @@ __all__ = [
     "PhoneDetector",
     "PresidioDetector",
     "builtin_detectors",
-    "find_all",
-    "find_in_values",
     "iban_valid",
     "luhn_valid",
 ]
@@ -386,133 +382,3 @@ def presidio_analyzer(*, model: str, language: str) -> Any:
 def builtin_detectors(*, phone_region: str = "US") -> tuple[Detector, ...]:
     """The built-in detectors, in priority order (a card wins over a phone number on the same digits)."""
     return (EmailDetector(), IbanDetector(), CardDetector(), IpDetector(), PhoneDetector(phone_region))
-
-
-def find_all(text: str, detectors: Sequence[Detector]) -> list[Finding]:
-    """Every detector's findings, overlaps resolved: earliest first, then longest, then detector order.
-
-    The built-in detectors run in the native core when it is loaded (:func:`find_in_values`); any
-    other detector runs here, and the overlap rule then sees all of their findings together.
-    """
-    plan = _native_plan(detectors) if type(text) is str else None  # the core takes exact str only
-    if plan is not None:
-        hits = plan.scan([text], plan.mask)
-        if hits is not None:
-            candidates = _native_candidates(plan, text, hits[0][3]) if hits else []
-            return _resolve(candidates + _candidates(text, plan.others))
-    return _resolve(_candidates(text, enumerate(detectors)))
-
-
-def find_in_values(
-    values: Sequence[Any], detectors: Sequence[Detector]
-) -> list[dict[int, list[Finding]]] | None:
-    """:func:`find_all` of every string in ``values`` in one native call, or None where the native
-    core is not loaded or a detector is not a built-in one (the caller then uses :func:`find_all`).
-
-    A value is a ``str`` or a JSON value whose strings are taken as ``producers.privacy.redact`` walks
-    them: ``dict`` values (not keys) and ``list`` items in order, exact types only. For each value:
-    the findings of each string that has any, by the string's ordinal in that walk.
-    """
-    plan = _native_plan(detectors)
-    if plan is None or plan.others:
-        return None
-    hits = plan.scan(values, plan.mask)
-    if hits is None:
-        return None
-    found: list[dict[int, list[Finding]]] = [{} for _ in values]
-    for index, ordinal, text, spans in hits:
-        findings = _resolve(_native_candidates(plan, text, spans))
-        if findings:
-            found[index][ordinal] = findings
-    return found
-
-
-_Candidate = tuple[int, int, int, Finding]  # start, -end, detector rank: the overlap rule's order
-
-# The native scan's kind codes (producers/native/src/pii.rs), by the built-in detector they stand for.
-_NATIVE_CODES: dict[type, int] = {
-    EmailDetector: 0,
-    IbanDetector: 1,
-    CardDetector: 2,
-    IpDetector: 3,
-    PhoneDetector: 4,
-}
-_NATIVE_KINDS = ("EMAIL", "IBAN", "CARD", "IP")
-_PHONE_CODE = 4
-
-
-@dataclass(frozen=True, slots=True)
-class _NativePlan:
-    """Which detectors the native scan stands in for (exact built-in types), and their ranks."""
-
-    scan: Callable[[Sequence[Any], int], list[tuple[int, int, str, list[tuple[int, int, int]] | None]] | None]
-    mask: int
-    ranks: tuple[tuple[int, ...], ...]  # by kind code (phone excluded): ranks of the detectors of the kind
-    phones: tuple[tuple[int, PhoneDetector], ...]
-    builtins: tuple[tuple[int, Detector], ...]  # the Python detectors of a string the core declines
-    others: tuple[tuple[int, Detector], ...]  # detectors the core does not know
-
-
-def _native_plan(detectors: Sequence[Detector]) -> _NativePlan | None:
-    codes = [_NATIVE_CODES.get(type(detector)) for detector in detectors]
-    if all(code is None for code in codes):
-        return None
-    core = native.core()
-    if core is None:
-        return None
-    ranks: list[list[int]] = [[] for _ in _NATIVE_KINDS]
-    phones: list[tuple[int, PhoneDetector]] = []
-    builtins: list[tuple[int, Detector]] = []
-    others: list[tuple[int, Detector]] = []
-    mask = 0
-    for rank, (detector, code) in enumerate(zip(detectors, codes, strict=True)):
-        if code is None:
-            others.append((rank, detector))
-            continue
-        mask |= 1 << code
-        builtins.append((rank, detector))
-        if isinstance(detector, PhoneDetector):
-            phones.append((rank, detector))
-        else:
-            ranks[code].append(rank)
-    return _NativePlan(
-        core.pii_scan, mask, tuple(map(tuple, ranks)), tuple(phones), tuple(builtins), tuple(others)
-    )
-
-
-def _native_candidates(
-    plan: _NativePlan, text: str, spans: list[tuple[int, int, int]] | None
-) -> list[_Candidate]:
-    """The built-in detectors' findings from the native spans; None: declined, Python decides."""
-    if spans is None:
-        return _candidates(text, plan.builtins)
-    found: list[_Candidate] = []
-    for start, end, code in spans:
-        if code == _PHONE_CODE:
-            for rank, phone in plan.phones:
-                found.extend((f.start, -f.end, rank, f) for f in phone.confirm(text, start, end))
-        else:
-            finding = Finding(start, end, _NATIVE_KINDS[code])
-            found.extend((start, -end, rank, finding) for rank in plan.ranks[code])
-    return found
-
-
-def _candidates(text: str, ranked: Iterable[tuple[int, Detector]]) -> list[_Candidate]:
-    return [
-        (finding.start, -finding.end, rank, finding)
-        for rank, detector in ranked
-        for finding in detector.find(text)
-        if 0 <= finding.start < finding.end <= len(text)
-    ]
-
-
-def _resolve(candidates: list[_Candidate]) -> list[Finding]:
-    """The overlap rule: earliest first, then longest, then detector order; overlapped ones dropped."""
-    candidates.sort(key=lambda item: item[:3])
-    kept: list[Finding] = []
-    end = 0
-    for _, _, _, finding in candidates:
-        if finding.start >= end:
-            kept.append(finding)
-            end = finding.end
-    return kept

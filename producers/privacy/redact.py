@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from producers.evidence.parts import PartRef, iter_parts
-from producers.privacy.detectors import Detector, Finding, find_all, find_in_values
+from producers.privacy.detectors import Detector, Finding
+from producers.privacy.native_scan import find_all, find_in_values
 from schemas.errors import ContractError
 
 __all__ = ["CaptureRedaction", "Placeholders", "Redacted", "redact_capture", "redact_text"]
@@ -164,7 +165,7 @@ def _redact_json(
     """``value`` with its strings redacted: new containers along changed paths, else ``value`` itself.
 
     Strings are visited depth first, ``dict`` values and ``list`` items in order (the order
-    :func:`~producers.privacy.detectors.find_in_values` numbers them in); a pointer is made only for
+    :func:`~producers.privacy.native_scan.find_in_values` numbers them in); a pointer is made only for
     a container or a string with findings.
     """
     kind = type(value)

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use regex::{bytes, Regex};
 
-/// Kind codes (and bit positions of the `kinds` mask), as `producers/privacy/detectors.py` numbers them.
+/// Kind codes (and bit positions of the `kinds` mask), as `producers/privacy/native_scan.py` numbers them.
 const EMAIL: u8 = 0;
 const IBAN: u8 = 1;
 const CARD: u8 = 2;

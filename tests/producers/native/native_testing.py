@@ -58,3 +58,4 @@ def both(function: Callable[[], Any]) -> tuple[Any, Any]:
         assert core is None
         reference = outcome(function)
     return natively, reference
+

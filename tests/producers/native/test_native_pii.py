@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from conftest import native_mode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_testing import native_mode
 
 from producers.privacy.detectors import (
     CardDetector,
@@ -31,9 +31,8 @@ from producers.privacy.detectors import (
     PatternDetector,
     PhoneDetector,
     builtin_detectors,
-    find_all,
-    find_in_values,
 )
+from producers.privacy.native_scan import find_all, find_in_values
 
 # Phone numbers as people write them, and digit runs that are not quite.
 PHONES = [

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import native_mode, outcome
+from native_testing import native_mode, outcome
 from schemas_testdata import busy_capture, example, hard_capture, padded_example, structured_only_capture
 from test_native_pii import NEIGHBOURS, pii_text
 

@@ -17,10 +17,10 @@ from producers.privacy.detectors import (
     PhoneDetector,
     PresidioDetector,
     builtin_detectors,
-    find_all,
     iban_valid,
     luhn_valid,
 )
+from producers.privacy.native_scan import find_all
 from schemas.errors import BlackboxError, ContractError
 
 
