@@ -1,4 +1,4 @@
-"""``blackbox erase`` (crypto-shredding, :mod:`consumers.privacy.erasure`).
+"""``blackbox erase`` (crypto-shredding, :mod:`consumers.retention.erasure`).
 
 - ``blackbox erase --subject ORIGIN_USER_ID --reason TEXT`` / ``--decision ID`` (repeatable): destroy
   the data keys of those decisions; the originals are unreadable everywhere, the redacted captures
@@ -36,9 +36,9 @@ def erase_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Erase the original of personal data (destroy its data keys); the evidence keeps verifying."""
-    from consumers.privacy.erasure import Eraser
     from consumers.privacy.ids import index_ids
     from consumers.retention.compaction import retention_dir
+    from consumers.retention.erasure import Eraser
     from consumers.retention.log import DeletionLog
     from producers.privacy.keys import DataKeyStore
 

@@ -22,7 +22,7 @@ Actions:
 - ``hold`` / ``release``: legal hold set or released (see :mod:`consumers.retention.hold`).
 - ``erase`` / ``erased``: a decision's data key is about to be destroyed (written before) / was destroyed:
   the original of its redacted personal data is unreadable, the capture stays (``segment_key`` holds
-  the key record's blob key; see :mod:`consumers.privacy.erasure`).
+  the key record's blob key; see :mod:`consumers.retention.erasure`).
 """
 
 from __future__ import annotations

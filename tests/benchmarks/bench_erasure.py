@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from consumers.index import ChdbIndex, decision_rows, insert_rows
-from consumers.privacy.erasure import Eraser
 from consumers.privacy.ids import IndexIds
+from consumers.retention.erasure import Eraser
 from consumers.retention.log import DeletionLog, read_jsonl
 from producers.blobstore import BlobStore, LocalBlobStore, S3BlobStore
 from producers.privacy.keys import DataKeyRecord, DataKeyStore

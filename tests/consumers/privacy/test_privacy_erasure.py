@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from consumers.index import ChdbIndex, decision_rows, insert_rows
-from consumers.privacy import erasure
-from consumers.privacy.erasure import Eraser
 from consumers.privacy.ids import IndexIds
+from consumers.retention import erasure
+from consumers.retention.erasure import Eraser
 from consumers.retention.log import DeletionLog, read_jsonl
 from producers.blobstore import LocalBlobStore
 from producers.privacy.keys import DataKeyRecord, DataKeyStore
