@@ -30,6 +30,7 @@ from consumers.index import CaptureRows, decision_rows
 from consumers.pacts.evaluate import Evaluation, evaluate_capture
 from consumers.pacts.expression import Rule
 from consumers.privacy.ids import IndexIds
+from consumers.privacy.manifest import index_manifest_json
 from consumers.retention.policy import RetentionPolicy
 from consumers.storage.segments import DEFAULT_LEVEL
 from producers.evidence import TrustedKey, TrustStore, verify_capture
@@ -202,7 +203,7 @@ def _prepare_capture(data: bytes, capture: dict[str, Any], ctx: PrepareContext, 
             capture,
             capture_bytes=len(data),
             content_sha256=sha,
-            manifest_json=manifest_json(capture),
+            manifest_json=index_manifest_json(capture, IndexIds(ctx.index_id_key)),
             key_id=report.key_id,
             source=source,
             ingested_at=ctx.now,
@@ -253,6 +254,10 @@ def manifest_json(capture: Any) -> str:
     return json.dumps(view, ensure_ascii=False, separators=(",", ":"))
 
 
+def _warm() -> None:
+    """A worker's first task: by then it has started and imported this module."""
+
+
 def _prepare_chunk(items: Sequence[tuple[bytes, str]], ctx: PrepareContext) -> list[Prepared]:
     return [prepare(data, ctx, source=source) for data, source in items]
 
@@ -275,17 +280,31 @@ class PreparePool:
                 initializer=watch_parent,
                 initargs=(self._lifeline.child_end,),
             )
+            # Spawn and import now, in the background (~1 s per worker here), not in the first batch.
+            for _ in range(workers):
+                self._pool.submit(_warm)
 
     def run(self, items: Sequence[tuple[bytes, str]], ctx: PrepareContext) -> list[Prepared]:
-        """``prepare`` for every ``(bytes, source)`` in order."""
+        """``prepare`` for every ``(bytes, source)`` in order.
+
+        With workers, the calling process prepares the last share of the batch itself while the
+        workers prepare the rest: it would otherwise sit idle until they finish (``prepare`` is a
+        pure function of the bytes and ``ctx``, so where it runs changes nothing but the time).
+        """
         if self._pool is None or len(items) < 2 * self.workers:
             return _prepare_chunk(items, ctx)
+        own = len(items) // (self.workers + 1)
+        shared = items[: len(items) - own]
         chunks = self.workers * 2
-        size = -(-len(items) // chunks)
-        parts = [items[i : i + size] for i in range(0, len(items), size)]
+        size = -(-len(shared) // chunks)
+        futures = [
+            self._pool.submit(_prepare_chunk, shared[i : i + size], ctx) for i in range(0, len(shared), size)
+        ]
+        mine = _prepare_chunk(items[len(shared) :], ctx)
         out: list[Prepared] = []
-        for chunk in self._pool.map(_prepare_chunk, parts, [ctx] * len(parts)):
-            out.extend(chunk)
+        for future in futures:
+            out.extend(future.result())
+        out.extend(mine)
         return out
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from consumers.privacy.manifest import INDEX_VIEW
 from producers.evidence.canonical import omit_nulls
 
 __all__ = ["CONTENT_LEVELS", "Relation", "relation"]
@@ -59,7 +60,7 @@ def _structure(manifest_json: str) -> Any:
     view = json.loads(manifest_json) if manifest_json else {}
     if not isinstance(view, dict):
         return view
-    for key in _MAY_DIFFER:
+    for key in (*_MAY_DIFFER, INDEX_VIEW):  # the index view's sealed ids: its hashed ids are compared
         view.pop(key, None)
     signature = view.get("signature")
     if isinstance(signature, dict):

@@ -31,12 +31,12 @@ replay's indexed source share.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from consumers.privacy.manifest import gate_manifest
 from schemas.codec import decode
 from schemas.errors import BlobNotFound, BlobStoreError, CaptureNotFound, DecodeError, VerificationError
 
@@ -46,6 +46,7 @@ from .store import current_row, quarantine_rows
 if TYPE_CHECKING:
     from consumers.access import AccessGate, Caller
     from consumers.index import Index
+    from consumers.privacy.ids import IndexIds
     from producers.blobstore import BlobStore
 
 __all__ = [
@@ -152,8 +153,10 @@ def load_capture(
     gate: AccessGate | None = None,
     caller: Caller | None = None,
     action: str = "show",
+    ids: IndexIds | None = None,
 ) -> StoredCapture:
-    """The stored capture of ``decision_id`` (see the module docstring); raises CaptureNotFound."""
+    """The stored capture of ``decision_id`` (see the module docstring); raises CaptureNotFound.
+    ``ids`` unseals the origin ids of the index's manifest (for the gate, and a compacted decision)."""
     quarantine = quarantine_rows(index, decision_id)
     row = current_row(index, decision_id)
     if row is None:
@@ -162,8 +165,8 @@ def load_capture(
         stored = [q for q in quarantine if q.get("segment_key")]
         if not stored:  # quarantine_days ended: the bytes are gone, the rows still say what happened
             if gate is not None and caller is not None:
-                ids = {"decisionId": decision_id, "agentId": quarantine[0]["agent_id"]}
-                gate.authorize(caller, ids, action=action)
+                subject = {"decisionId": decision_id, "agentId": quarantine[0]["agent_id"]}
+                gate.authorize(caller, subject, action=action)
             return StoredCapture(decision_id, "quarantine-expired", {}, {}, tuple(quarantine), "none")
         first = stored[0]
         data = read_stored(store, first)
@@ -172,7 +175,8 @@ def load_capture(
             gate.authorize(caller, decoded.value, action=action)
         return StoredCapture(decision_id, "quarantined", decoded.value, {}, tuple(quarantine), decoded.kind)
 
-    metadata = json.loads(row["manifest_json"]) if row.get("manifest_json") else {}
+    # the signed manifest (the index holds a view with origin ids as keyed hashes: consumers.privacy.manifest)
+    metadata = gate_manifest(str(row.get("manifest_json") or ""), ids)
     if gate is not None and caller is not None:
         gate.authorize(
             caller, metadata or {"decisionId": decision_id, "agentId": row["agent_id"]}, action=action

@@ -28,7 +28,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from consumers.index import decision_rows
-from consumers.privacy.ids import HMAC_PREFIX, IndexIds
+from consumers.privacy.ids import HMAC_PREFIX, IndexIdKeyError, IndexIds
+from consumers.privacy.manifest import signed_manifest
 from consumers.storage.reader import CONTENT_NOTES, StoredCapture, read_stored
 from consumers.storage.store import CHILD_TABLES, child_rows, current_row, quarantine_rows
 from producers.evidence import VerificationReport, verify_capture
@@ -124,7 +125,7 @@ def verify_stored(
             "(the deletion is in the deletions log)"
         )
     if state == "metadata-only" or not row.get("segment_key"):
-        capture = _manifest(row)
+        capture = _manifest(row, ids)
         state = "metadata-only"
     else:
         capture = decode(read_stored(store, row)).value
@@ -187,7 +188,7 @@ def judge_shown(
     if shown.quarantined or state == "quarantine-expired":
         return _quarantined(shown, trust=trust, at=moment)
     try:
-        capture = _manifest(shown.row) if state == "metadata-only" else shown.capture
+        capture = _manifest(shown.row, ids) if state == "metadata-only" else shown.capture
         report = _check(index, shown.row, capture, trust=trust, at=moment, ids=ids)
     except VerificationError as exc:
         return Verdict.failed(did, exc, checked_at=moment, content_state=state)
@@ -255,13 +256,18 @@ def _require_signature(capture: Mapping[str, Any]) -> None:
         )
 
 
-def _manifest(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The signed manifest a compacted row keeps (content gone, hashes kept)."""
+def _manifest(row: Mapping[str, Any], ids: IndexIds | None) -> dict[str, Any]:
+    """The signed manifest a compacted row keeps (content gone, hashes kept), its origin ids unsealed
+    (:mod:`consumers.privacy.manifest`; without the index id key that is an error, not a verdict)."""
     try:
-        manifest = json.loads(row.get("manifest_json") or "")
+        manifest: Any = signed_manifest(str(row.get("manifest_json") or ""), ids)
     except ValueError:
         manifest = None
-    if not isinstance(manifest, dict):
+    except IndexIdKeyError as exc:
+        if ids is None or ids.key is None:
+            raise
+        raise IndexRowMismatch(str(exc), part="index.decisions.manifest_json") from exc
+    if not isinstance(manifest, dict) or not manifest:
         raise IndexRowMismatch(
             "the decision is compacted and its row keeps no readable manifest",
             part="index.decisions.manifest_json",

@@ -37,7 +37,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from producers.evidence.canonical import HASH_PREFIX, fast_json_hash
+from producers.evidence.canonical import HASH_PREFIX, fast_json_hash, text_hash
 from producers.evidence.dsse import b64decode, pae
 from producers.evidence.keys import key_id_from_ref
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE
@@ -67,11 +67,82 @@ class VerificationReport:
 
 
 def _text_hash_or_none(text: str) -> str | None:
-    """:func:`~producers.evidence.canonical.text_hash`, or None where it would raise."""
+    """:func:`~producers.evidence.canonical.text_hash` (native when loaded: it hashes the string's
+    UTF-8 without a re-encoded copy), or None where it would raise."""
     try:
-        return HASH_PREFIX + sha256(text.encode("utf-8")).hexdigest()
+        return text_hash(text)
     except UnicodeEncodeError:
         return None
+
+
+# PART_FIELDS unpacked once: (field, section, list key, content key, hash key, is text, repeats).
+_SLOTS = tuple(
+    (f, f.section, f.list_key, f.content_key, f.hash_key, f.kind == "text", f.repeats) for f in PART_FIELDS
+)
+
+
+def _check_content(capture: Mapping[str, Any]) -> tuple[list[str], int]:
+    """Check 4: ``(absent paths, checked count)``, raising the first mismatch.
+
+    The slots of :func:`~producers.evidence.parts.iter_parts`, in its order, without building a
+    PartRef per slot (one is built for messages, absent paths, and for every hash the inline paths
+    do not give). Inline: text that is a ``str`` (its UTF-8) and JSON that is not a repeating part
+    (RFC 8785), through :func:`~producers.evidence.canonical.text_hash` and
+    :func:`~producers.evidence.canonical.fast_json_hash` (the native core when it is loaded, else
+    the Python fast paths) — each exactly what :meth:`PartRef.compute_hash` returns; every other
+    case, every value they decline and every error goes through it.
+    """
+    absent: list[str] = []
+    checked = 0
+    for field, section_key, list_key, content_key, hash_key, is_text, repeats in _SLOTS:
+        section = capture.get(section_key)
+        if not isinstance(section, dict):
+            continue
+        if list_key is None:
+            holders: Iterable[tuple[int | None, Any]] = ((None, section),)
+        else:
+            records = section.get(list_key)
+            if not isinstance(records, list):
+                continue
+            holders = enumerate(records)
+        for index, holder in holders:
+            if not isinstance(holder, dict):
+                continue
+            recorded = holder.get(hash_key)
+            content = holder.get(content_key)
+            if content is None:
+                if recorded is not None:
+                    absent.append(PartRef(field, index, holder).path)
+                continue
+            if recorded is None:
+                ref = PartRef(field, index, holder)
+                raise ContentHashMismatch(
+                    f"{ref.label} is present but the signed manifest records no hash for it", part=ref.path
+                )
+            if not isinstance(recorded, str) or not recorded.startswith(HASH_PREFIX):
+                ref = PartRef(field, index, holder)
+                raise UnknownAlgorithm(
+                    f"{ref.label}: hash {recorded!r:.40} is not sha256", part=ref.hash_path
+                )
+            if is_text:
+                computed = _text_hash_or_none(content) if type(content) is str else None
+            else:
+                computed = None if repeats else fast_json_hash(content)
+            if computed is None:
+                ref = PartRef(field, index, holder)
+                try:
+                    computed = ref.compute_hash()
+                except ContractError as exc:
+                    raise ContentHashMismatch(
+                        f"{ref.label} cannot be what was hashed: {exc}", part=ref.path
+                    ) from exc
+            if computed != recorded:
+                ref = PartRef(field, index, holder)
+                raise ContentHashMismatch(
+                    f"{ref.label} hashes to {computed}, the signed manifest says {recorded}", part=ref.path
+                )
+            checked += 1
+    return absent, checked
 
 
 def verify_capture(
@@ -144,61 +215,8 @@ def verify_capture(
     agent_id = capture.get("agentId")
     trust.check_agent(key_id, agent_id if isinstance(agent_id, str) else "")
 
-    # 4. content — the slots of iter_parts, in its order, without building a PartRef per slot (one
-    # is built for messages, absent paths, and for every hash the inline fast paths do not give).
-    absent: list[str] = []
-    checked = 0
-    for field in PART_FIELDS:
-        section = capture.get(field.section)
-        if not isinstance(section, dict):
-            continue
-        if field.list_key is None:
-            holders: Iterable[tuple[int | None, Any]] = ((None, section),)
-        else:
-            records = section.get(field.list_key)
-            if not isinstance(records, list):
-                continue
-            holders = enumerate(records)
-        content_key, hash_key = field.content_key, field.hash_key
-        for index, holder in holders:
-            if not isinstance(holder, dict):
-                continue
-            recorded = holder.get(hash_key)
-            content = holder.get(content_key)
-            if content is None:
-                if recorded is not None:
-                    absent.append(PartRef(field, index, holder).path)
-                continue
-            if recorded is None:
-                ref = PartRef(field, index, holder)
-                raise ContentHashMismatch(
-                    f"{ref.label} is present but the signed manifest records no hash for it", part=ref.path
-                )
-            if not isinstance(recorded, str) or not recorded.startswith(HASH_PREFIX):
-                ref = PartRef(field, index, holder)
-                raise UnknownAlgorithm(
-                    f"{ref.label}: hash {recorded!r:.40} is not sha256", part=ref.hash_path
-                )
-            # Text that is a str hashes as its UTF-8, JSON on the canonical fast path: both exactly
-            # what PartRef.compute_hash returns; every other case, and every error, goes through it.
-            if field.kind == "text":
-                computed = _text_hash_or_none(content) if type(content) is str else None
-            else:
-                computed = None if field.repeats else fast_json_hash(content)
-            if computed is None:
-                ref = PartRef(field, index, holder)
-                try:
-                    computed = ref.compute_hash()
-                except ContractError as exc:
-                    raise ContentHashMismatch(
-                        f"{ref.label} cannot be what was hashed: {exc}", part=ref.path
-                    ) from exc
-            if computed != recorded:
-                ref = PartRef(field, index, holder)
-                raise ContentHashMismatch(
-                    f"{ref.label} hashes to {computed}, the signed manifest says {recorded}", part=ref.path
-                )
-            checked += 1
+    # 4. content
+    absent, checked = _check_content(capture)
 
     # 5. working set
     entries = memory.get("workingSetEntries")

@@ -12,7 +12,7 @@ topic (fresh consumer groups), write to the same MinIO bucket and to chdb in the
   hash, Merkle root, signature), dedup query, classification, segments per class, index rows, commit.
 
 Throughput is counted from the first batch to the last commit (group join excluded). Targets (DESIGN):
->= 2,000 captures/s per consumer process and >= 0.5x the floor; ``show`` of one capture p50 < 20 ms.
+>= 2,000 captures/s per consumer process and >= 0.7x the floor (issue 15); ``show`` of one capture p50 < 20 ms.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from consumers.ingest.prepare import manifest_json
 from consumers.ingest.service import build_service
 from consumers.ingest.store import insert_captures
 from consumers.storage.reader import load_capture
+from producers import native
 from producers.blobstore import S3BlobStore
 from producers.evidence import MANIFEST_PAYLOAD_TYPE, manifest_bytes, pae, seal
 from producers.evidence.dsse import b64decode
@@ -68,18 +69,22 @@ class Timed:
         self._source = source
         self.first: float | None = None
         self.last_commit = 0.0
+        self.first_cpu = 0.0
+        self.last_cpu = 0.0
         self.messages = 0
 
     def consume(self, max_messages: int, timeout: float) -> Any:
         batch = self._source.consume(max_messages, timeout)
         if batch and self.first is None:
             self.first = time.perf_counter()
+            self.first_cpu = time.process_time()
         self.messages += len(batch)
         return batch
 
     def commit(self, offsets: Any) -> bool:
         ok = self._source.commit(offsets)
         self.last_commit = time.perf_counter()
+        self.last_cpu = time.process_time()
         return bool(ok)
 
     def __getattr__(self, name: str) -> Any:
@@ -105,8 +110,10 @@ def run_floor(
     index: Any,
     captures: list[dict[str, Any]],
     signer: Any,
-) -> float:
-    """The floor: see the module docstring. Everything not on that list is precomputed."""
+) -> tuple[float, float]:
+    """The floor: see the module docstring. Everything not on that list is precomputed.
+
+    Returns (captures/s, CPU µs of this process per capture)."""
     public = signer.public_key
     signed = {
         c["decisionId"]: (
@@ -131,12 +138,14 @@ def run_floor(
     consumer.subscribe([topic])
     done = 0
     first: float | None = None
+    first_cpu = 0.0
     seq = 0
     while done < n:
         msgs: list[Any] = [m for m in consumer.consume(batch_size, 1.0) if m.error() is None]
         if not msgs:
             continue
-        first = first or time.perf_counter()
+        if first is None:
+            first, first_cpu = time.perf_counter(), time.process_time()
         frames = []
         batch_rows = []
         for m in msgs:
@@ -155,13 +164,15 @@ def run_floor(
         done += len(msgs)
         seq += 1
     elapsed = time.perf_counter() - (first or time.perf_counter())
+    cpu = time.process_time() - first_cpu
     consumer.close()
-    return done / elapsed
+    return done / elapsed, cpu / done * 1e6
 
 
 def run_ingest(
     topic: str, batch_size: int, store: S3BlobStore, index: Any, trust: Any, tmp: Path, workers: int
-) -> tuple[float, Any]:
+) -> tuple[float, float, Any]:
+    """(captures/s, CPU µs of this process per capture - workers' CPU not included, stats)."""
     settings = kafka_s3_settings(
         tmp, bootstrap=BOOTSTRAP, minio=MINIO, topic=topic, group=f"ingest-{uuid.uuid4().hex[:8]}"
     )
@@ -172,7 +183,8 @@ def run_ingest(
         service.loop.source = timed  # type: ignore[assignment]
         stats = service.run(drain=True)
     assert timed.first is not None
-    return timed.messages / (timed.last_commit - timed.first), stats
+    cpu = (timed.last_cpu - timed.first_cpu) / timed.messages * 1e6
+    return timed.messages / (timed.last_commit - timed.first), cpu, stats
 
 
 def bench_show(index: Any, store: S3BlobStore, ids: list[str], samples: int) -> tuple[float, float]:
@@ -222,13 +234,17 @@ def main() -> None:
     assert producer.flush(60) == 0
 
     store = S3BlobStore(MINIO["endpoint"], MINIO["access_key"], MINIO["secret_key"], MINIO["bucket"])
-    results: list[tuple[int, float, Any]] = []
+    results: list[tuple[int, float, float, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        # The first query of a process imports chdb's Arrow/pandas path (~0.4 s here): pay it before
+        # both clocks, not inside whichever run happens to come first (the floor).
+        with chdb_index(Path(tmp) / "chdb-warmup") as index:
+            index.column_types("decisions")
         with chdb_index(Path(tmp) / "chdb-floor") as index:
-            floor = run_floor(topic, args.n, args.batch_size, store, index, captures, signer)
+            floor, floor_cpu = run_floor(topic, args.n, args.batch_size, store, index, captures, signer)
         for workers in worker_counts:
             with chdb_index(Path(tmp) / f"chdb-ingest-{workers}") as index:
-                rate, stats = run_ingest(
+                rate, cpu, stats = run_ingest(
                     topic,
                     args.batch_size,
                     store,
@@ -238,23 +254,28 @@ def main() -> None:
                     workers,
                 )
                 assert stats.indexed == args.n, stats
-                results.append((workers, rate, stats))
+                results.append((workers, rate, cpu, stats))
                 if workers == worker_counts[-1]:
                     p50, p99 = bench_show(
                         index, store, [c["decisionId"] for c in captures], args.show_samples
                     )
+    print(f"native core: {native.status()}")
     print(
-        f"floor : {floor:8.0f} captures/s  (consume + 1 verify + zstd + 1 PUT/segment + precomputed rows + commit)"
+        f"floor : {floor:8.0f} captures/s  {floor_cpu:6.0f} µs CPU/capture  "
+        "(consume + 1 verify + zstd + 1 PUT/segment + precomputed rows + commit)"
     )
-    for workers, rate, stats in results:
+    # CPU per capture is this process's (all its threads); on a busy machine it is the steadier figure.
+    for workers, rate, cpu, stats in results:
+        mine = " (this process; workers' CPU not counted)" if workers else ""
         print(
-            f"ingest: {rate:8.0f} captures/s  = {rate / floor:.2f}x floor  "
+            f"ingest: {rate:8.0f} captures/s  = {rate / floor:.2f}x floor  {cpu:6.0f} µs CPU/capture"
+            f" = {floor_cpu / cpu:.2f}x floor's{mine}  "
             f"(workers={workers}, batches={stats.batches}, batch size {args.batch_size})"
         )
     print(f"show  : p50 {p50:.1f} ms, p99 {p99:.1f} ms  ({args.show_samples} random captures from MinIO)")
-    best = max(rate for _, rate, _ in results)
-    ok = best >= 2000 and best >= 0.5 * floor and p50 < 20
-    print("targets (>= 2000/s, >= 0.5x floor, show p50 < 20 ms):", "MET" if ok else "NOT MET")
+    best = max(rate for _, rate, _, _ in results)
+    ok = best >= 2000 and best >= 0.7 * floor and p50 < 20
+    print("targets (>= 2000/s, >= 0.7x floor, show p50 < 20 ms):", "MET" if ok else "NOT MET")
 
 
 if __name__ == "__main__":
