@@ -8,7 +8,7 @@ Per capture, in this order (DESIGN decisions 1, 5, 6):
 2. :func:`producers.evidence.seal` fills every hash, the working-set root and the signature —
    over the *full* content, so a structured-only capture keeps every hash;
 3. structured-only: the content parts are dropped (the signature still verifies);
-4. :func:`schemas.codec.encode_capture`;
+4. :func:`producers.avro.encode_capture` (the native core's writer, else :mod:`schemas.codec`; same bytes);
 5. above ``max_message_bytes``: the bytes go to the blob store and a claim-check event replaces them.
 
 A failure raises :class:`StageFailed` naming the stage, so the recorder can report where a capture
@@ -22,9 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from producers.avro import encode_capture
 from producers.claimcheck import ClaimChecker
 from producers.policy import CapturePolicy
-from schemas.codec import encode_capture, encode_event
+from schemas.codec import encode_event
 from schemas.errors import BlackboxError, ContractError, TransportError
 
 if TYPE_CHECKING:

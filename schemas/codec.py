@@ -52,12 +52,14 @@ __all__ = [
     "Decoded",
     "EncodeError",
     "Kind",
+    "WriterPlan",
     "decode",
     "encode_capture",
     "encode_event",
     "fingerprint",
     "normalize_capture",
     "pin_json_text",
+    "writer_plan",
 ]
 
 Kind = Literal["capture", "flag", "claim_check"]
@@ -467,6 +469,35 @@ def encode_capture(capture_json: Mapping[str, Any]) -> bytes:
 def encode_event(kind: str, value: Mapping[str, Any]) -> bytes:
     """Single-object Avro bytes of an event (``flag``, ``claim_check``; ``capture`` also works)."""
     return _DEFAULT.encode(kind, value)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterPlan:
+    """What a writer outside this module needs to write exactly :func:`encode_event`'s bytes.
+
+    The native core's writer (``producers/avro.py``) is built from it: the header, the latest
+    schema as fastavro parsed it, the ``(record, field)`` pairs written as JSON text (the text
+    :func:`pin_json_text` pinned for an object, else this module's JSON text), the other
+    conversions (functions of this module, to call as they are) and the pinned texts themselves.
+    """
+
+    header: bytes
+    schema: Any
+    json_fields: tuple[tuple[str, str], ...]
+    converters: Mapping[tuple[str, str], Callable[[Any], Any]]
+    pinned: dict[int, tuple[Any, str]]
+
+
+def writer_plan(kind: str) -> WriterPlan:
+    """The :class:`WriterPlan` of ``kind`` (its latest schema)."""
+    converters = _CONVERTERS.get(kind, {})
+    return WriterPlan(
+        header=MAGIC + fingerprint(kind),
+        schema=LATEST_SCHEMAS[kind].parsed,
+        json_fields=tuple(key for key, convert in converters.items() if convert is _json_text),
+        converters=MappingProxyType({k: f for k, f in converters.items() if f is not _json_text}),
+        pinned=_PINNED,
+    )
 
 
 def decode(data: bytes | bytearray | memoryview) -> Decoded:

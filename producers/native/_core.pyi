@@ -2,6 +2,7 @@
 # proven byte-identical against; a function that returns None has declined the input (a type or
 # value it does not handle exactly), and the caller uses the reference instead.
 from collections.abc import Sequence
+from typing import Any
 
 ABI: int
 
@@ -17,3 +18,15 @@ def merkle_root(leaves: Sequence[bytes], /) -> bytes: ...
 def pii_scan(
     values: Sequence[object], kinds: int, /
 ) -> list[tuple[int, int, str, list[tuple[int, int, int]] | None]] | None: ...
+
+# src/avro.rs — schemas/codec.py (Codec.encode), through producers/avro.py
+class AvroWriter:
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        json_fields: Sequence[tuple[str, str]],
+        converters: dict[tuple[str, str], Any],
+        pinned: dict[int, tuple[Any, str]],
+        /,
+    ) -> None: ...
+    def encode(self, value: object, header: bytes, /) -> bytes | None: ...

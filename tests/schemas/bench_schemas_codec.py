@@ -3,7 +3,8 @@
     python tests/schemas/bench_schemas_codec.py
 
 Baselines: "fastavro write/read" is schemaless_writer/reader on the already-converted Avro
-datum, i.e. the floor the codec adds its JSON-form conversion to.
+datum, i.e. the floor the codec adds its JSON-form conversion to. "native_encode" is what the
+producer runs (``producers.avro``: the native core's writer, same bytes).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from fastavro import schemaless_reader, schemaless_writer
 from schemas_testdata import busy_capture, padded_example
 
+from producers.avro import encode_capture as native_encode
 from schemas import codec
 from schemas.codec import _capture_to_avro
 from schemas.models import Capture
@@ -51,6 +53,7 @@ def measure(capture: dict[str, Any]) -> dict[str, float]:
         "json_bytes": len(json.dumps(capture, ensure_ascii=False).encode("utf-8")),
         "avro_bytes": len(data),
         "encode_capture_us": best_us(lambda: codec.encode_capture(capture)),
+        "native_encode_us": best_us(lambda: native_encode(capture)),
         "fastavro_write_us": best_us(raw_write),
         "decode_us": best_us(lambda: codec.decode(data)),
         "fastavro_read_us": best_us(lambda: schemaless_reader(io.BytesIO(body), schema, None)),
@@ -59,7 +62,8 @@ def measure(capture: dict[str, Any]) -> dict[str, float]:
 
 
 def main() -> None:
-    for name, build in (("padded example", padded_example), ("busy capture", busy_capture)):
+    builds = (("padded example", padded_example), ("busy capture", busy_capture))
+    for name, build in (*builds, ("padded 120 KB", lambda: padded_example(120_000))):
         result = measure(build())
         print(name, json.dumps({k: round(v, 1) for k, v in result.items()}))
 

@@ -32,7 +32,7 @@ const HASH_PREFIX: &str = "sha256:";
 const SAFE_INT: i64 = (1 << 53) - 1;
 
 /// The value has no canonical form this walk can prove equal to the reference's.
-struct Declined;
+pub(crate) struct Declined;
 
 type Walk = Result<(), Declined>;
 
@@ -175,7 +175,7 @@ impl Writer {
 }
 
 /// The UTF-8 bytes of an exact `str` (valid as long as the str lives); a lone surrogate declines.
-unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Result<&'a [u8], Declined> {
+pub(crate) unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Result<&'a [u8], Declined> {
     let mut size: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut size);
     if data.is_null() {
@@ -194,15 +194,28 @@ fn utf16_order(a: &[u8], b: &[u8]) -> Ordering {
 
 /// RFC 8785 §3.2.2.2: escape `"`, `\` and U+0000–U+001F (short forms where JSON has them, else
 /// lowercase `\u00xx`); every other character as its UTF-8 bytes.
-fn write_string(out: &mut Vec<u8>, text: &[u8]) {
+pub(crate) fn write_string(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() + 2);
     out.push(b'"');
     let mut start = 0;
-    for (index, &byte) in text.iter().enumerate() {
+    let mut index = 0;
+    while index < text.len() {
+        // eight bytes at a time through runs that need no escape (most text)
+        while let Some(word) = text.get(index..index + 8) {
+            let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
+            if may_need_escape(word) {
+                break;
+            }
+            index += 8;
+        }
+        let Some(&byte) = text.get(index) else {
+            break;
+        };
+        index += 1;
         if byte >= 0x20 && byte != b'"' && byte != b'\\' {
             continue;
         }
-        out.extend_from_slice(&text[start..index]);
+        out.extend_from_slice(&text[start..index - 1]);
         match byte {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -218,13 +231,25 @@ fn write_string(out: &mut Vec<u8>, text: &[u8]) {
                 out.push(HEX[(byte & 0xf) as usize]);
             }
         }
-        start = index + 1;
+        start = index;
     }
     out.extend_from_slice(&text[start..]);
     out.push(b'"');
 }
 
-fn write_int(out: &mut Vec<u8>, n: i64) {
+/// Whether any of the eight bytes of `word` is below 0x20, `"` or `\`: the has-less-than and
+/// has-zero-byte word tricks, exact for "any" (a borrow only starts at a byte that matches).
+#[inline]
+fn may_need_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = (word ^ (ONES * 0x22)).wrapping_sub(ONES) & !(word ^ (ONES * 0x22));
+    let backslash = (word ^ (ONES * 0x5c)).wrapping_sub(ONES) & !(word ^ (ONES * 0x5c));
+    (below | quote | backslash) & HIGH != 0
+}
+
+pub(crate) fn write_int(out: &mut Vec<u8>, n: i64) {
     let mut digits = [0u8; 20];
     let mut rest = n.unsigned_abs();
     let mut at = digits.len();

@@ -5,16 +5,18 @@
 //! falls back to the reference, with a warning, when this module cannot load.
 use pyo3::prelude::*;
 
+mod avro;
 mod canonical;
 mod merkle;
 mod pii;
 
 /// The version of the core's behaviour; the loader refuses a module built from other sources.
-const ABI: u32 = 2;
+const ABI: u32 = 3;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI", ABI)?;
+    avro::register(m)?;
     canonical::register(m)?;
     merkle::register(m)?;
     pii::register(m)?;
