@@ -1,4 +1,4 @@
-"""The Avro bytes of a capture: the native core's writer when it loads, else :mod:`schemas.codec`.
+"""Captures to and from Avro bytes: the native core's writer and reader when it loads, else :mod:`schemas.codec`.
 
 :func:`encode_capture` returns exactly :func:`schemas.codec.encode_capture`'s bytes (proven in
 ``tests/producers/native/test_native_avro.py``). The core declines (returns None) whatever it does
@@ -6,6 +6,13 @@ not write exactly as the codec does — a subclass, an unknown or missing key, a
 a lone surrogate, JSON deeper than it walks — and the codec then writes it, or raises its
 :class:`~schemas.codec.EncodeError` naming the field. The codec sits below ``producers/`` and
 cannot ask for the core itself, so the producer's pipeline asks here.
+
+:func:`decode` returns exactly :func:`schemas.codec.decode`'s value (proven in
+``tests/producers/native/test_native_avro_decode.py``) for captures written with the latest
+schema; the core declines (None) bytes it does not read exactly as the codec does — truncated,
+trailing or invalid bytes, JSON text with ``NaN``/``Infinity``, an int beyond 64 bits, a lone
+surrogate — and every other kind or schema version goes to the codec, which resolves older
+writers and raises its own errors. Ingest decodes through here.
 """
 
 from __future__ import annotations
@@ -19,12 +26,15 @@ from typing import Any
 from producers import native
 from schemas import codec
 
-__all__ = ["encode_capture"]
+__all__ = ["decode", "encode_capture"]
 
 _log = logging.getLogger("blackbox.native")
 _lock = threading.Lock()
 # (the core it was built by, its writer or None when the schema needs the codec, the header)
 _built: tuple[ModuleType, Any, bytes] | None = None
+# (the core it was built by, its reader or None when the schema needs the codec, the header)
+_reader: tuple[ModuleType, Any, bytes] | None = None
+_HEADER_LEN = len(codec.MAGIC) + 8
 
 
 def encode_capture(capture: Mapping[str, Any]) -> bytes:
@@ -52,3 +62,35 @@ def _build(core: ModuleType) -> tuple[ModuleType, Any, bytes]:
             _log.warning("blackbox: the native core does not write captures (%s); the codec does", exc)
         _built = (core, writer, plan.header)
         return _built
+
+
+def decode(data: bytes | bytearray | memoryview) -> codec.Decoded:
+    """Decode single-object bytes of any known kind and version (see :func:`schemas.codec.decode`)."""
+    core = native.core()
+    if core is not None and isinstance(data, bytes):
+        built = _reader if _reader is not None and _reader[0] is core else _build_reader(core)
+        if built[1] is not None and data.startswith(built[2]):
+            value: dict[str, Any] | None = built[1].decode(data, _HEADER_LEN)
+            if value is not None:
+                return codec.Decoded(kind="capture", schema=_CAPTURE_SCHEMA, value=value)
+    return codec.decode(data)
+
+
+_CAPTURE_SCHEMA = codec.LATEST_SCHEMAS["capture"].name
+
+
+def _build_reader(core: ModuleType) -> tuple[ModuleType, Any, bytes]:
+    global _reader
+    with _lock:
+        if _reader is not None and _reader[0] is core:
+            return _reader
+        plan = codec.writer_plan("capture")
+        # What codec._capture_from_avro does besides parsing the JSON-text fields.
+        converters = {("AgentConfiguration", "samplingParameters"): codec._sampling_from_avro}
+        reader: Any = None
+        try:
+            reader = core.AvroReader(plan.schema, list(plan.json_fields), converters)
+        except (AttributeError, ValueError) as exc:  # an older core, or a construct it does not read
+            _log.warning("blackbox: the native core does not read captures (%s); the codec does", exc)
+        _reader = (core, reader, plan.header)
+        return _reader

@@ -3,8 +3,9 @@
 For every message, in order (steps 1 and 3 run in :mod:`consumers.ingest.prepare`, inline or in
 worker processes; the rest here, in the consumer's process):
 
-1. **decode** (:func:`schemas.codec.decode`). Undecodable bytes (truncated Avro, bad magic byte,
-   unknown fingerprint) are dead-lettered with the reason; the partition keeps moving.
+1. **decode** (:func:`producers.avro.decode`: the native reader, else :func:`schemas.codec.decode`).
+   Undecodable bytes (truncated Avro, bad magic byte, unknown fingerprint) are dead-lettered with
+   the reason; the partition keeps moving.
 2. **claim check**: fetch the blob, check its size and sha256, decode it as a capture
    (:func:`producers.claimcheck.resolve_claim_check`). A missing or mismatching blob is a dead letter.
    The claim-check blob is left in place: a redelivered reference must still resolve.
@@ -56,11 +57,11 @@ from consumers.pacts.store import insert_violations
 from consumers.retention.policy import RetentionPolicy, default_policy
 from consumers.storage.segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
 from consumers.tlog.log import Entry, TransparencyLog
+from producers.avro import decode  # the native reader when it loads, else the codec
 from producers.blobstore import BlobStore
 from producers.claimcheck import resolve_claim_check
 from producers.evidence import TrustStore
 from producers.transports.base import DeadLetter, DeadLetterSink, SourceMessage
-from schemas.codec import decode
 from schemas.errors import BlobNotFound, ContentHashMismatch, DecodeError, VerificationError
 
 from .admission import IntegerRanges, integer_ranges, unexpected_reason

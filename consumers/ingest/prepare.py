@@ -33,10 +33,10 @@ from consumers.privacy.ids import IndexIds
 from consumers.privacy.manifest import index_manifest_json
 from consumers.retention.policy import RetentionPolicy
 from consumers.storage.segments import DEFAULT_LEVEL
+from producers.avro import decode  # the native reader when it loads, else the codec
 from producers.evidence import TrustedKey, TrustStore, verify_capture
 from producers.evidence.manifest import manifest_view
 from producers.evidence.tlog import leaf_bytes
-from schemas.codec import decode
 from schemas.errors import (
     ContractError,
     DecodeError,

@@ -89,6 +89,21 @@ def manifest_view(capture: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
+Strip = tuple[str, frozenset[str], dict[str, frozenset[str]], dict[str, Any]]
+
+
+def manifest_rules() -> tuple[dict[str, Any], list[Strip]]:
+    """:func:`manifest_view`'s rules as data, for the native core (one source of them):
+    ``(top-level defaults, strips)``, each strip ``(name of a dict at the top level, keys it drops,
+    {record list key: keys each record drops}, {key: default it drops})``."""
+    strips: list[Strip] = [
+        (name, top_keys, list_keys, _SECTION_DEFAULTS.get(name, {}))
+        for name, (top_keys, list_keys) in SECTION_CONTENT.items()
+    ]
+    strips.append(("signature", _SIGNATURE_BYTES, {}, {}))
+    return dict(_TOP_DEFAULTS), strips
+
+
 def normalized_manifest(capture: Mapping[str, Any]) -> dict[str, Any] | None:
     """The manifest ready for :func:`~producers.evidence.canonical.encode_normalized`, or ``None``.
 

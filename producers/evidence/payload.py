@@ -16,10 +16,11 @@ its text (some field containing it) raises the count, and no marker can straddle
 Otherwise, and whenever an entry has extra keys, the reference functions are used. For sealing, the
 root goes into the text in place of a ROOT marker that must occur exactly once.
 
-With the native core (:func:`producers.native.core`) none of that is needed: the manifest and each
-leaf are printed by definition (:func:`~producers.evidence.manifest.manifest_bytes` of the view,
-:func:`~producers.evidence.merkle.working_set_leaves`), each a single native call; anything the core
-declines sends the whole capture down the Python path, which names the offending field.
+With the native core (:func:`producers.native.core`) none of that is needed: one call of its
+``ManifestWriter`` (src/manifest.rs, built from :func:`~producers.evidence.manifest.manifest_rules`)
+prints the manifest by definition straight from the capture — no view, no copy — with each leaf and,
+for sealing, the root; anything the core declines sends the whole capture down the Python path,
+which names the offending field.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from producers import native
 from producers.evidence.canonical import HASH_PREFIX, encode_normalized
-from producers.evidence.manifest import manifest_bytes, manifest_view, normalized_manifest
+from producers.evidence.manifest import manifest_bytes, manifest_rules, normalized_manifest
 from producers.evidence.merkle import WORKING_SET_LEAF_KEYS, merkle_root, position_order, working_set_leaves
 from schemas.errors import ContractError
 
@@ -73,43 +74,39 @@ def signing_payload(capture: dict[str, Any], *, fill_root: bool) -> SigningPaylo
 
 
 def _native_signing_payload(core: Any, capture: dict[str, Any], *, fill_root: bool) -> SigningPayload | None:
-    """:func:`signing_payload` by definition, through the native core; None where it declines."""
-    memory = capture.get("memoryState")
-    entries = memory.get("workingSetEntries") if isinstance(memory, dict) else None
-    if not isinstance(entries, list):
-        entries = []
-    try:
-        order: list[int] | None = position_order(entries)
-    except ContractError:
-        if fill_root:
-            raise
-        order = None
-    leaves: list[bytes] | None = None
-    if order is not None:
-        leaves = []
-        for index in order:
-            entry = entries[index]
-            leaf = core.canonical_json(
-                {key: entry.get(key) for key in WORKING_SET_LEAF_KEYS}, omit_null_members=True
-            )
-            if leaf is None:
-                return None
-            leaves.append(leaf)
-    view = manifest_view(capture)
-    if fill_root and leaves is not None and isinstance(memory, dict):  # else position_order raised
-        root = HASH_PREFIX + core.merkle_root(leaves).hex()
-        supplied = memory.get("contextSetHash")
-        if supplied is not None and supplied != root:
-            raise ContractError(
-                f"supplied {supplied!r} disagrees with the working set, which gives {root!r}",
-                path="memoryState.contextSetHash",
-            )
-        memory["contextSetHash"] = root
-        view["memoryState"]["contextSetHash"] = root  # a fresh dict (manifest_view)
-    payload = core.canonical_json(view, omit_null_members=True)
-    if payload is None:
+    """:func:`signing_payload` by definition, in one native call; None where the core declines."""
+    built = _manifest_writer(core).payload(capture, fill_root)
+    if built is None:
         return None
+    payload, leaves, root = built
+    if fill_root:
+        memory = capture.get("memoryState")
+        if leaves is None:  # the entries have no valid order: the reference's error names the entry
+            entries = memory.get("workingSetEntries") if isinstance(memory, dict) else None
+            position_order(entries if isinstance(entries, list) else [])
+            return None  # not reached: the core finds no order only where position_order raises
+        if root is not None and isinstance(memory, dict):  # the core wrote root into the payload
+            supplied = memory.get("contextSetHash")
+            if supplied is not None and supplied != root:
+                raise ContractError(
+                    f"supplied {supplied!r} disagrees with the working set, which gives {root!r}",
+                    path="memoryState.contextSetHash",
+                )
+            memory["contextSetHash"] = root
     return SigningPayload(payload=payload, leaves=leaves)
+
+
+_writer_of: tuple[Any, Any] | None = None  # (core, its ManifestWriter): native.reset() may swap the core
+
+
+def _manifest_writer(core: Any) -> Any:
+    """The core's ManifestWriter, built once from this package's tables (one source of the rules)."""
+    global _writer_of
+    if _writer_of is None or _writer_of[0] is not core:
+        top_defaults, strips = manifest_rules()
+        memory = ("memoryState", "workingSetEntries", "contextPosition", "contextSetHash")
+        _writer_of = (core, core.ManifestWriter(top_defaults, strips, WORKING_SET_LEAF_KEYS, memory))
+    return _writer_of[1]
 
 
 def python_signing_payload(capture: dict[str, Any], *, fill_root: bool) -> SigningPayload:

@@ -37,6 +37,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
+from producers import native
 from producers.evidence.canonical import HASH_PREFIX, fast_json_hash, text_hash
 from producers.evidence.dsse import b64decode, pae
 from producers.evidence.keys import key_id_from_ref
@@ -83,6 +84,33 @@ _SLOTS = tuple(
 
 def _check_content(capture: Mapping[str, Any]) -> tuple[list[str], int]:
     """Check 4: ``(absent paths, checked count)``, raising the first mismatch.
+
+    With the native core, one call of its ``PartChecker`` (src/content.rs) checks every slot below
+    and answers when all present parts match; on any failure (or anything it declines) the Python
+    walk below runs and raises the first failure with its own message.
+    """
+    core = native.core()
+    if core is not None:
+        done = _part_checker(core).check(capture)
+        if done is not None:
+            absent_slots, checked = done
+            return [PartRef(PART_FIELDS[slot], index, {}).path for slot, index in absent_slots], checked
+    return python_check_content(capture)
+
+
+_checker_of: tuple[Any, Any] | None = None  # (core, its PartChecker): native.reset() may swap the core
+
+
+def _part_checker(core: Any) -> Any:
+    global _checker_of
+    if _checker_of is None or _checker_of[0] is not core:
+        slots = [(f.section, f.list_key, f.content_key, f.hash_key, f.kind == "text") for f in PART_FIELDS]
+        _checker_of = (core, core.PartChecker(slots))
+    return _checker_of[1]
+
+
+def python_check_content(capture: Mapping[str, Any]) -> tuple[list[str], int]:
+    """:func:`_check_content` without the native core.
 
     The slots of :func:`~producers.evidence.parts.iter_parts`, in its order, without building a
     PartRef per slot (one is built for messages, absent paths, and for every hash the inline paths

@@ -1,12 +1,13 @@
 """The native evidence core (Rust, ``producers.native._core``), or the pure-Python reference.
 
-The core computes exactly what the Python modules it stands in for compute — canonical JSON
-(:mod:`producers.evidence.canonical`), part hashes, Merkle roots (:mod:`producers.evidence.merkle`)
-and the built-in personal-data scan (:mod:`producers.privacy.detectors`, through :mod:`producers.privacy.native_scan`) — and is proven
-byte-identical against them (``tests/producers/native``). Those modules ask :func:`core` and fall
-back to their own code when it is None, so a machine without the compiled module still produces
-the same bytes, only slower. The Avro encoding of a capture (:mod:`schemas.codec`) is asked for
-by :mod:`producers.avro`, since ``schemas/`` does not import ``producers/``.
+The core computes exactly what the Python code it stands in for computes — canonical JSON
+(:mod:`producers.evidence.canonical`), part hashes, Merkle roots (:mod:`producers.evidence.merkle`),
+the signed manifest and its leaves (:mod:`producers.evidence.payload`), verify's content check
+(:mod:`producers.evidence.verify`), the Avro encoding and decoding of a capture
+(:mod:`producers.avro`) and the built-in personal-data scan (:mod:`producers.privacy.native_scan`) —
+and is proven byte-identical against it (``tests/producers/native``). Those modules ask :func:`core`
+and fall back to their own code when it is None or declines an input, so a machine without the
+compiled module still produces the same bytes, only slower.
 
 ``BLACKBOX_NATIVE``: ``auto`` (default) uses the core when it loads and otherwise warns once,
 naming why; ``off`` never loads it (the reference path, e.g. to compare); ``require`` raises
@@ -26,7 +27,7 @@ from schemas.errors import NativeCoreUnavailable
 __all__ = ["ABI", "core", "reset", "status"]
 
 # The behaviour version this Python code expects; a stale build of the Rust sources is refused.
-ABI = 3
+ABI = 5
 
 _log = logging.getLogger("blackbox.native")
 _lock = threading.Lock()

@@ -30,3 +30,33 @@ class AvroWriter:
         /,
     ) -> None: ...
     def encode(self, value: object, header: bytes, /) -> bytes | None: ...
+
+# src/avro_decode.rs — schemas/codec.py (Codec.decode), through producers/avro.py
+class AvroReader:
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        json_fields: Sequence[tuple[str, str]],
+        converters: dict[tuple[str, str], Any],
+        /,
+    ) -> None: ...
+    def decode(self, data: bytes, offset: int, /) -> dict[str, Any] | None: ...
+
+# src/manifest.rs — producers/evidence/payload.py (python_signing_payload)
+class ManifestWriter:
+    def __init__(
+        self,
+        top_defaults: dict[str, Any],
+        strips: Sequence[tuple[str, frozenset[str], dict[str, frozenset[str]], dict[str, Any]]],
+        leaf_keys: Sequence[str],
+        memory: tuple[str, str, str, str],
+        /,
+    ) -> None: ...
+    def payload(
+        self, capture: dict[str, Any], fill_root: bool, /
+    ) -> tuple[bytes, list[bytes] | None, str | None] | None: ...
+
+# src/content.rs — producers/evidence/verify.py (python_check_content)
+class PartChecker:
+    def __init__(self, slots: Sequence[tuple[str, str | None, str, str, bool]], /) -> None: ...
+    def check(self, capture: object, /) -> tuple[list[tuple[int, int | None]], int] | None: ...

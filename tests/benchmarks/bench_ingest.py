@@ -1,6 +1,7 @@
 """Ingest throughput and ``show`` latency on the real services, side by side with a floor baseline.
 
     python tests/benchmarks/bench_ingest.py [--n 6000] [--size 20000] [--batch-size 500] [--workers N]
+        [--decode native,codec]
 
 Not collected by pytest. Needs Kafka and MinIO (``bash deploy/local/up.sh``). Both runs read the same
 topic (fresh consumer groups), write to the same MinIO bucket and to chdb in the same process:
@@ -11,6 +12,9 @@ topic (fresh consumer groups), write to the same MinIO bucket and to chdb in the
 - **ingest**: the real consumer (``build_service``): decode, full evidence verification (every content
   hash, Merkle root, signature), dedup query, classification, segments per class, index rows, commit.
 
+``--decode codec`` adds ingest runs that decode with :func:`schemas.codec.decode` instead of the native
+reader (:func:`producers.avro.decode`): the same run's before/after (in-process only, so workers=0).
+
 Throughput is counted from the first batch to the last commit (group join excluded). Targets (DESIGN):
 >= 2,000 captures/s per consumer process and >= 0.7x the floor (issue 15); ``show`` of one capture p50 < 20 ms.
 """
@@ -18,6 +22,7 @@ Throughput is counted from the first batch to the last commit (group join exclud
 from __future__ import annotations
 
 import argparse
+import importlib
 import random
 import statistics
 import sys
@@ -46,10 +51,11 @@ from consumers.ingest.prepare import manifest_json
 from consumers.ingest.service import build_service
 from consumers.ingest.store import insert_captures
 from consumers.storage.reader import load_capture
-from producers import native
+from producers import avro, native
 from producers.blobstore import S3BlobStore
 from producers.evidence import MANIFEST_PAYLOAD_TYPE, manifest_bytes, pae, seal
 from producers.evidence.dsse import b64decode
+from schemas import codec
 from schemas.codec import encode_capture
 
 MINIO = {
@@ -205,6 +211,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--show-samples", type=int, default=200)
     parser.add_argument("--workers", default="0,1", help="comma-separated worker counts to run ingest with")
+    parser.add_argument(
+        "--decode", default="native", help="comma-separated decoders: native (producers.avro), codec"
+    )
     args = parser.parse_args()
     worker_counts = [int(w) for w in args.workers.split(",")]
 
@@ -234,7 +243,9 @@ def main() -> None:
     assert producer.flush(60) == 0
 
     store = S3BlobStore(MINIO["endpoint"], MINIO["access_key"], MINIO["secret_key"], MINIO["bucket"])
-    results: list[tuple[int, float, float, Any]] = []
+    results: list[tuple[int, float, float, Any, str]] = []
+    decoders = args.decode.split(",")
+    runs = [(w, d) for d in decoders for w in worker_counts if d == "native" or w == 0]
     with tempfile.TemporaryDirectory() as tmp:
         # The first query of a process imports chdb's Arrow/pandas path (~0.4 s here): pay it before
         # both clocks, not inside whichever run happens to come first (the floor).
@@ -242,20 +253,21 @@ def main() -> None:
             index.column_types("decisions")
         with chdb_index(Path(tmp) / "chdb-floor") as index:
             floor, floor_cpu = run_floor(topic, args.n, args.batch_size, store, index, captures, signer)
-        for workers in worker_counts:
-            with chdb_index(Path(tmp) / f"chdb-ingest-{workers}") as index:
+        for workers, decoder in runs:
+            _use_decoder(decoder)
+            with chdb_index(Path(tmp) / f"chdb-ingest-{workers}-{decoder}") as index:
                 rate, cpu, stats = run_ingest(
                     topic,
                     args.batch_size,
                     store,
                     index,
                     trust_for(signer),
-                    Path(tmp) / f"w{workers}",
+                    Path(tmp) / f"w{workers}-{decoder}",
                     workers,
                 )
                 assert stats.indexed == args.n, stats
-                results.append((workers, rate, cpu, stats))
-                if workers == worker_counts[-1]:
+                results.append((workers, rate, cpu, stats, decoder))
+                if (workers, decoder) == runs[-1]:
                     p50, p99 = bench_show(
                         index, store, [c["decisionId"] for c in captures], args.show_samples
                     )
@@ -265,17 +277,25 @@ def main() -> None:
         "(consume + 1 verify + zstd + 1 PUT/segment + precomputed rows + commit)"
     )
     # CPU per capture is this process's (all its threads); on a busy machine it is the steadier figure.
-    for workers, rate, cpu, stats in results:
+    for workers, rate, cpu, stats, decoder in results:
         mine = " (this process; workers' CPU not counted)" if workers else ""
         print(
             f"ingest: {rate:8.0f} captures/s  = {rate / floor:.2f}x floor  {cpu:6.0f} µs CPU/capture"
             f" = {floor_cpu / cpu:.2f}x floor's{mine}  "
-            f"(workers={workers}, batches={stats.batches}, batch size {args.batch_size})"
+            f"(workers={workers}, decode={decoder}, batches={stats.batches}, batch size {args.batch_size})"
         )
     print(f"show  : p50 {p50:.1f} ms, p99 {p99:.1f} ms  ({args.show_samples} random captures from MinIO)")
-    best = max(rate for _, rate, _, _ in results)
+    best = max(rate for _, rate, _, _, _ in results)
     ok = best >= 2000 and best >= 0.7 * floor and p50 < 20
     print("targets (>= 2000/s, >= 0.7x floor, show p50 < 20 ms):", "MET" if ok else "NOT MET")
+
+
+def _use_decoder(decoder: str) -> None:
+    """Point ingest's decode (prepare and batch, this process) at the native reader or the codec."""
+    chosen = {"native": avro.decode, "codec": codec.decode}[decoder]
+    # by module name: ``consumers.ingest.prepare`` the attribute is the function it exports
+    for module in ("consumers.ingest.prepare", "consumers.ingest.batch"):
+        importlib.import_module(module).decode = chosen
 
 
 if __name__ == "__main__":

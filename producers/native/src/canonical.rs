@@ -36,16 +36,16 @@ pub(crate) struct Declined;
 
 type Walk = Result<(), Declined>;
 
-struct Writer {
-    out: Vec<u8>,
-    omit_nulls: bool,
+pub(crate) struct Writer {
+    pub(crate) out: Vec<u8>,
+    pub(crate) omit_nulls: bool,
 }
 
 impl Writer {
     /// SAFETY (every `unsafe` below): the GIL is held for the whole walk and no Python code runs
     /// during it (exact built-in types only: no `__hash__`, `__eq__` or `__str__` is called), so
     /// borrowed references from the containers stay valid while they are used.
-    fn value(&mut self, obj: *mut ffi::PyObject, depth: usize) -> Walk {
+    pub(crate) fn value(&mut self, obj: *mut ffi::PyObject, depth: usize) -> Walk {
         unsafe {
             let ty = ffi::Py_TYPE(obj);
             if ty == addr_of_mut!(ffi::PyUnicode_Type) {
@@ -185,7 +185,7 @@ pub(crate) unsafe fn utf8<'a>(obj: *mut ffi::PyObject) -> Result<&'a [u8], Decli
     Ok(std::slice::from_raw_parts(data as *const u8, size as usize))
 }
 
-fn utf16_order(a: &[u8], b: &[u8]) -> Ordering {
+pub(crate) fn utf16_order(a: &[u8], b: &[u8]) -> Ordering {
     // Both come from PyUnicode_AsUTF8AndSize, so they are valid UTF-8.
     let a = std::str::from_utf8(a).unwrap_or_default();
     let b = std::str::from_utf8(b).unwrap_or_default();

@@ -6,18 +6,24 @@
 use pyo3::prelude::*;
 
 mod avro;
+mod avro_decode;
 mod canonical;
+mod content;
+mod manifest;
 mod merkle;
 mod pii;
 
 /// The version of the core's behaviour; the loader refuses a module built from other sources.
-const ABI: u32 = 3;
+const ABI: u32 = 5;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI", ABI)?;
     avro::register(m)?;
+    avro_decode::register(m)?;
     canonical::register(m)?;
+    content::register(m)?;
+    manifest::register(m)?;
     merkle::register(m)?;
     pii::register(m)?;
     Ok(())

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::canonical::DETACH_BYTES;
 
-fn root(leaves: &[&[u8]]) -> [u8; 32] {
+pub(crate) fn root(leaves: &[&[u8]]) -> [u8; 32] {
     if leaves.is_empty() {
         return Sha256::digest(b"").into();
     }

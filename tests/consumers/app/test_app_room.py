@@ -42,6 +42,7 @@ SERVICE_ONLY = {
 # service setting added to the SDK model fails here (and a runtime setting must be added on purpose).
 SDK_ONLY = {
     "data_dir",
+    "native",
     "transport",
     "spool_dir",
     "kafka_bootstrap",
