@@ -18,7 +18,7 @@ import json
 import logging
 import multiprocessing
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -197,20 +197,22 @@ def _prepare_capture(data: bytes, capture: dict[str, Any], ctx: PrepareContext, 
         return Prepared("capture", reason=quarantine_reason(exc), part=exc.part, detail=str(exc), **common)
     except ContractError as exc:  # not even shaped like evidence
         return Prepared("capture", reason="ContractError", part=exc.path, detail=str(exc), **common)
+    ids = IndexIds(ctx.index_id_key)
+    hash_id = _remembering(ids.of) if ctx.index_id_key is not None else None
     try:
         retention = classify(capture, policy=ctx.policy)
         rows = decision_rows(
             capture,
             capture_bytes=len(data),
             content_sha256=sha,
-            manifest_json=index_manifest_json(capture, IndexIds(ctx.index_id_key)),
+            manifest_json=index_manifest_json(capture, ids, hash_id=hash_id),
             key_id=report.key_id,
             source=source,
             ingested_at=ctx.now,
             retention_class=retention.retention_class,
             retention_days=retention.retention_days,
             expires_at=retention.expires_at,
-            hash_id=IndexIds(ctx.index_id_key).of if ctx.index_id_key is not None else None,
+            hash_id=hash_id,
         )
     except ContractError as exc:  # verified, yet not indexable (e.g. a malformed capturedAt)
         return Prepared("capture", reason="ContractError", part=exc.path, detail=str(exc), **common)
@@ -226,6 +228,19 @@ def _prepare_capture(data: bytes, capture: dict[str, Any], ctx: PrepareContext, 
         envelope_hash=report.envelope_hash,
     )
     return Prepared("capture", rows=rows, key_id=report.key_id, pacts=pacts, tlog_leaf=leaf, **common)
+
+
+def _remembering(of: Callable[[str], str]) -> Callable[[str], str]:
+    """``of`` for one capture, each id hashed once: the manifest view and the row hash the same ids."""
+    seen: dict[str, str] = {}
+
+    def hash_id(value: str) -> str:
+        hashed = seen.get(value)
+        if hashed is None:
+            hashed = seen[value] = of(value)
+        return hashed
+
+    return hash_id
 
 
 def _admission_problem(rows: CaptureRows, ctx: PrepareContext) -> tuple[str, str] | None:

@@ -26,10 +26,10 @@ backed up with the key-encryption key. A full decision verifies from its segment
 from __future__ import annotations
 
 import base64
-import hashlib
+import functools
 import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -49,13 +49,27 @@ INDEX_VIEW = "indexView"
 _SEAL_INFO = b"blackbox index manifest sealed ids v1"
 _NONCE = 12
 
+# json.dumps(..., ensure_ascii=False, separators=(",", ":")) built once, not per row. No circular
+# check: a decoded capture is a tree (a cycle would end in RecursionError instead of ValueError).
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_dumps_sorted = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
+).encode
 
-def index_manifest_json(capture: Mapping[str, Any], ids: IndexIds) -> str:
+
+def index_manifest_json(
+    capture: Mapping[str, Any], ids: IndexIds, *, hash_id: Callable[[str], str] | None = None
+) -> str:
     """The ``manifest_json`` ingest writes: the signed manifest, as an index view under ``ids``' key
-    (the signed manifest itself when ids are stored raw)."""
+    (the signed manifest itself when ids are stored raw).
+
+    ``hash_id`` stands in for ``ids.of`` (ingest passes one that remembers, so the row's own
+    ``origin_*`` columns reuse the same hashes).
+    """
     view = manifest_view(capture)
     view["signature"] = capture.get("signature")
     if ids.key is not None:
+        of = hash_id or ids.of
         raw = {}
         for section, field in IDENTIFIERS:
             part = view.get(section)
@@ -63,10 +77,10 @@ def index_manifest_json(capture: Mapping[str, Any], ids: IndexIds) -> str:
             if isinstance(part, dict) and isinstance(value, str) and value:
                 raw[f"{section}.{field}"] = value
                 view[section] = part = dict(part)  # the view shares nested values with the capture
-                part[field] = ids.of(value)
+                part[field] = of(value)
         if raw:
             view[INDEX_VIEW] = {"sealed": _seal(ids.key, str(capture.get("decisionId") or ""), raw)}
-    return json.dumps(view, ensure_ascii=False, separators=(",", ":"))
+    return _dumps(view)
 
 
 def signed_manifest(manifest_json: str, ids: IndexIds | None) -> dict[str, Any]:
@@ -109,22 +123,29 @@ def gate_manifest(manifest_json: str, ids: IndexIds | None) -> dict[str, Any]:
 
 def _seal_key(key: bytes) -> bytes:
     # a key of its own for sealing, derived from the id key (which keeps hashing ids as before)
-    return hmac.new(key, _SEAL_INFO, hashlib.sha256).digest()
+    return hmac.digest(key, _SEAL_INFO, "sha256")
+
+
+@functools.lru_cache(maxsize=8)
+def _sealer(key: bytes) -> tuple[bytes, AESGCM]:
+    # once per id key, not per capture: ingest seals every row under the same key
+    sealing = _seal_key(key)
+    return sealing, AESGCM(sealing)
 
 
 def _seal(key: bytes, decision_id: str, raw: dict[str, str]) -> str:
-    plain = json.dumps(raw, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    sealing = _seal_key(key)
+    plain = _dumps_sorted(raw).encode("utf-8")
+    sealing, aead = _sealer(key)
     aad = decision_id.encode("utf-8")
     # synthetic nonce: equal input, equal row; a different decision or value, a different nonce
-    nonce = hmac.new(sealing, aad + b"\x1f" + plain, hashlib.sha256).digest()[:_NONCE]
-    return base64.b64encode(nonce + AESGCM(sealing).encrypt(nonce, plain, aad)).decode("ascii")
+    nonce = hmac.digest(sealing, aad + b"\x1f" + plain, "sha256")[:_NONCE]
+    return base64.b64encode(nonce + aead.encrypt(nonce, plain, aad)).decode("ascii")
 
 
 def _unseal(key: bytes, decision_id: str, sealed: str) -> dict[str, str]:
     try:
         data = base64.b64decode(sealed, validate=True)
-        plain = AESGCM(_seal_key(key)).decrypt(data[:_NONCE], data[_NONCE:], decision_id.encode("utf-8"))
+        plain = _sealer(key)[1].decrypt(data[:_NONCE], data[_NONCE:], decision_id.encode("utf-8"))
         raw = json.loads(plain)
     except (ValueError, InvalidTag) as exc:
         raise IndexIdKeyError(

@@ -3,7 +3,7 @@
     python tests/benchmarks/bench_vs_otel.py [--sizes 20000,120000] [--count-20k 3000]
                                              [--count-120k 1000] [--warmup 200]
                                              [--variants otel,blackbox,redact-off,native-off]
-                                             [--repeat 3]
+                                             [--repeat 3] [--before DIR]
 
 The same decisions (``recorder_testdata.make_content``, the content ``bench_producer.py`` uses) are
 recorded, each variant in a fresh subprocess of its own so its process CPU is clean:
@@ -19,7 +19,9 @@ recorded, each variant in a fresh subprocess of its own so its process CPU is cl
   core when it loads, the flight recorder) into a transport that discards the bytes, every decision
   consequential so every capture is full: hashed per part, Merkle root, signed, Avro-encoded;
 * ``redact-off``: the same with ``BLACKBOX_REDACT=off``;
-* ``native-off``: the same with ``BLACKBOX_NATIVE=off`` (the pure-Python reference).
+* ``native-off``: the same with ``BLACKBOX_NATIVE=off`` (the pure-Python reference);
+* ``before`` (with ``--before DIR``): the ``blackbox`` variant on an earlier commit's tree, e.g.
+  ``git archive 7bacf9c | tar -x -C /tmp/before`` (the release before the native core).
 
 Per variant: ``--warmup`` decisions (flushed, not measured), then ``count`` decisions and the flush
 (``force_flush`` / ``Recorder.flush``) inside the measured window; CPU is
@@ -45,13 +47,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "producers" / "recorder")]
+# --before: a child records with an earlier release's tree (an exported commit) instead of this one
+TREE = Path(os.environ.get("BENCH_TREE") or ROOT)
+sys.path[:0] = [str(TREE), str(TREE / "tests" / "producers" / "recorder")]
 
 VARIANTS: dict[str, dict[str, str]] = {
     "otel": {},
     "blackbox": {},
     "redact-off": {"BLACKBOX_REDACT": "off"},
     "native-off": {"BLACKBOX_NATIVE": "off"},
+    "before": {},  # the blackbox variant on the tree given by --before
 }
 CONTENTS = 16  # distinct decisions cycled through, as in bench_producer.py
 
@@ -189,8 +194,14 @@ def run_otel(contents: list[Any], *, warmup: int, count: int) -> dict[str, Any]:
 def run_blackbox(contents: list[Any], *, warmup: int, count: int) -> dict[str, Any]:
     from recorder_testdata import configure, new_signer, record
 
-    from producers import native
     from producers.recorder import Recorder
+
+    try:
+        from producers import native
+
+        status = native.status()
+    except ImportError:  # a tree from before the native core
+        status = "python (before)"
 
     sent = [0, 0]
 
@@ -226,7 +237,7 @@ def run_blackbox(contents: list[Any], *, warmup: int, count: int) -> dict[str, A
     rec.close()
     if not ok or errors or sent[0] - before[0] != count:
         raise SystemExit(f"blackbox delivered {sent[0] - before[0]} of {count}; errors {errors[:3]}")
-    return {"cpu": cpu, "wall": wall, "bytes": (sent[1] - before[1]) / count, "status": native.status()}
+    return {"cpu": cpu, "wall": wall, "bytes": (sent[1] - before[1]) / count, "status": status}
 
 
 def child(variant: str, size: int, count: int, warmup: int) -> None:
@@ -237,13 +248,25 @@ def child(variant: str, size: int, count: int, warmup: int) -> None:
     print(json.dumps(run(contents, warmup=warmup, count=count)))
 
 
-def measure(variant: str, size: int, count: int, warmup: int, data_dir: str) -> dict[str, Any]:
+def measure(
+    variant: str, size: int, count: int, warmup: int, data_dir: str, before: str | None = None
+) -> dict[str, Any]:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("BLACKBOX_")},
         "BLACKBOX_DATA_DIR": data_dir,
         **VARIANTS[variant],
+        "BENCH_TREE": before if variant == "before" and before else "",
     }
-    argv = [sys.executable, __file__, "--child", variant, "--size", str(size), "--count", str(count)]
+    argv = [
+        sys.executable,
+        __file__,
+        "--child",
+        "blackbox" if variant == "before" else variant,
+        "--size",
+        str(size),
+        "--count",
+        str(count),
+    ]
     done = subprocess.run(
         [*argv, "--warmup", str(warmup)], env=env, capture_output=True, text=True, check=False
     )
@@ -260,6 +283,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--repeat", type=int, default=3, help="rounds over all variants; medians reported")
+    parser.add_argument(
+        "--before",
+        help="a tree of an earlier commit (git archive <commit> | tar -x -C DIR): adds the 'before' variant",
+    )
     parser.add_argument("--child", choices=tuple(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -268,7 +295,9 @@ def main() -> None:
         child(args.child, args.size, args.count, args.warmup)
         return
 
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip() and v.strip() != "before"]
+    if args.before:
+        variants.append("before")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or "otel" not in variants:
         parser.error(f"--variants: choose from {', '.join(VARIANTS)} (otel included); got {args.variants}")
@@ -284,7 +313,7 @@ def main() -> None:
             count = args.count_20k if size <= 50_000 else args.count_120k
             for _ in range(max(1, args.repeat)):
                 for variant in variants:
-                    found = measure(variant, size, count, args.warmup, data_dir)
+                    found = measure(variant, size, count, args.warmup, data_dir, args.before)
                     rounds.setdefault((variant, size), []).append(found)
     results = {
         key: {**runs[0], "cpu": statistics.median(run["cpu"] for run in runs)} for key, runs in rounds.items()
