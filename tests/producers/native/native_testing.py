@@ -58,4 +58,3 @@ def both(function: Callable[[], Any]) -> tuple[Any, Any]:
         assert core is None
         reference = outcome(function)
     return natively, reference
-
