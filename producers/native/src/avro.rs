@@ -2,8 +2,7 @@
 //!
 //! Reference: `schemas/codec.py` (`Codec.encode`: the writer `schemas/_compiled_writer.py` compiles
 //! from the latest schema, itself proven byte-identical to `fastavro.schemaless_writer`). The
-//! schema is the one fastavro parsed, handed over once by `producers/avro.py`; it is compiled here
-//! into a tree of `Node`s, refusing (ValueError) any construct the compiled writer refuses.
+//! schema is compiled once by `avro_schema.rs`, shared with the reader.
 //!
 //! The walk takes only what it writes exactly as the reference does — records as exact `dict`s
 //! with `str` keys, arrays as exact `list`/`tuple`, exact `str`/`int`/`float`/`bool`/`bytes`/`None`,
@@ -14,15 +13,14 @@
 //! ensure_ascii=False, separators=(",", ":"), allow_nan=False)` (keys in their order, floats as
 //! Python's `repr`), or the text `pin_json_text` pinned for that very object; any other converter
 //! is the reference's own Python function, called here.
-use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::ptr::addr_of_mut;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use crate::avro_schema::{Convert, Kind, Node, Record, Schema};
 use crate::canonical::{utf8, write_int, write_string, Declined};
 
 /// Deeper JSON values go to the reference (its limit is Python's recursion limit).
@@ -30,171 +28,6 @@ const MAX_DEPTH: usize = 128;
 const EXACT: i64 = 1 << 53; // an int written as a double must survive the conversion
 
 type Walk = Result<(), Declined>;
-
-/// What a union branch accepts: the reference's `_ACCEPTS` predicates, in branch order.
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Null,
-    Boolean,
-    Int,
-    Long,
-    Double,
-    String,
-    Bytes,
-    Array,
-    Record,
-}
-
-enum Node {
-    Primitive(Kind),
-    Array(Box<Node>),
-    Record(usize),
-    Union(Vec<(Kind, Node)>),
-}
-
-enum Convert {
-    None,
-    JsonText,
-    Call(Py<PyAny>),
-}
-
-struct Field {
-    name: Py<PyString>,
-    bytes: Vec<u8>,
-    default: Option<Py<PyAny>>,
-    convert: Convert,
-    node: Node,
-}
-
-struct Record {
-    fields: Vec<Field>,
-}
-
-/// Compiles a parsed schema (fastavro's `parse_schema` form) into `Node`s.
-struct Compiler<'a, 'py> {
-    records: Vec<Option<Record>>,
-    by_name: HashMap<String, usize>,
-    json_fields: &'a [(String, String)],
-    converters: &'a Bound<'py, PyDict>,
-}
-
-fn unsupported(what: String) -> PyErr {
-    PyValueError::new_err(format!("the native Avro writer does not handle {what}"))
-}
-
-impl<'py> Compiler<'_, 'py> {
-    fn node(&mut self, schema: &Bound<'py, PyAny>) -> PyResult<Node> {
-        if let Ok(list) = schema.cast::<PyList>() {
-            return self.union(list);
-        }
-        if let Ok(dict) = schema.cast::<PyDict>() {
-            if dict.contains("logicalType")? {
-                return Err(unsupported("logical types".into()));
-            }
-            let inner = dict
-                .get_item("type")?
-                .ok_or_else(|| unsupported("a schema without a type".into()))?;
-            if inner.is_instance_of::<PyDict>() || inner.is_instance_of::<PyList>() {
-                return self.node(&inner);
-            }
-            let kind: String = inner.extract()?;
-            return match kind.as_str() {
-                "record" => self.record(dict).map(Node::Record),
-                "array" => {
-                    let items = dict
-                        .get_item("items")?
-                        .ok_or_else(|| unsupported("an array without items".into()))?;
-                    Ok(Node::Array(Box::new(self.node(&items)?)))
-                }
-                other => primitive(other).map(Node::Primitive),
-            };
-        }
-        let name: String = schema.extract()?;
-        if let Some(&index) = self.by_name.get(&name) {
-            return Ok(Node::Record(index));
-        }
-        primitive(&name).map(Node::Primitive)
-    }
-
-    fn union(&mut self, branches: &Bound<'py, PyList>) -> PyResult<Node> {
-        let mut out = Vec::new();
-        for branch in branches.iter() {
-            let node = self.node(&branch)?;
-            let kind = match &node {
-                Node::Primitive(kind) => *kind,
-                Node::Array(_) => Kind::Array,
-                Node::Record(_) => Kind::Record,
-                Node::Union(_) => return Err(unsupported("a union inside a union".into())),
-            };
-            if matches!(kind, Kind::Array | Kind::Record) && out.iter().any(|(k, _)| *k == kind) {
-                return Err(unsupported(
-                    "a union with several record or array branches".into(),
-                ));
-            }
-            out.push((kind, node));
-        }
-        Ok(Node::Union(out))
-    }
-
-    fn record(&mut self, schema: &Bound<'py, PyDict>) -> PyResult<usize> {
-        let name: String = schema
-            .get_item("name")?
-            .ok_or_else(|| unsupported("a record without a name".into()))?
-            .extract()?;
-        if let Some(&index) = self.by_name.get(&name) {
-            return Ok(index);
-        }
-        let index = self.records.len();
-        self.records.push(None); // registered first: recursive records terminate
-        self.by_name.insert(name.clone(), index);
-        let short = name.rsplit('.').next().unwrap_or(&name).to_owned();
-        let py = schema.py();
-        let mut fields = Vec::new();
-        let listed = schema
-            .get_item("fields")?
-            .ok_or_else(|| unsupported("a record without fields".into()))?;
-        for field in listed.cast::<PyList>()?.iter() {
-            let field = field.cast::<PyDict>()?;
-            let field_name: String = field
-                .get_item("name")?
-                .ok_or_else(|| unsupported("a field without a name".into()))?
-                .extract()?;
-            let kind = field
-                .get_item("type")?
-                .ok_or_else(|| unsupported("a field without a type".into()))?;
-            let key = (short.clone(), field_name.clone());
-            let convert = if self.json_fields.contains(&key) {
-                Convert::JsonText
-            } else if let Some(function) = self.converters.get_item(key.clone())? {
-                Convert::Call(function.unbind())
-            } else {
-                Convert::None
-            };
-            fields.push(Field {
-                name: PyString::intern(py, &field_name).unbind(),
-                bytes: field_name.into_bytes(),
-                default: field.get_item("default")?.map(Bound::unbind),
-                convert,
-                node: self.node(&kind)?,
-            });
-        }
-        self.records[index] = Some(Record { fields });
-        Ok(index)
-    }
-}
-
-fn primitive(name: &str) -> PyResult<Kind> {
-    Ok(match name {
-        "null" => Kind::Null,
-        "boolean" => Kind::Boolean,
-        "int" => Kind::Int,
-        "long" => Kind::Long,
-        "double" => Kind::Double,
-        "string" => Kind::String,
-        "bytes" => Kind::Bytes,
-        other => return Err(unsupported(format!("type {other}"))),
-    })
-}
 
 /// Avro's zig-zag varint of a long.
 fn write_long(out: &mut Vec<u8>, value: i64) {
@@ -630,25 +463,7 @@ impl AvroWriter {
         converters: &Bound<'_, PyDict>,
         pinned: &Bound<'_, PyDict>,
     ) -> PyResult<Self> {
-        let mut compiler = Compiler {
-            records: Vec::new(),
-            by_name: HashMap::new(),
-            json_fields: &json_fields,
-            converters,
-        };
-        let root = match compiler.node(schema.as_any())? {
-            Node::Record(index) => index,
-            _ => {
-                return Err(unsupported(
-                    "a top-level schema that is not a record".into(),
-                ))
-            }
-        };
-        let records = compiler
-            .records
-            .into_iter()
-            .map(|record| record.ok_or_else(|| unsupported("an unfinished record".into())))
-            .collect::<PyResult<Vec<_>>>()?;
+        let Schema { records, root } = Schema::compile(schema, &json_fields, converters, "writer")?;
         Ok(Self {
             records,
             root,

@@ -1,8 +1,8 @@
 //! A capture's Avro binary body, read straight into its JSON form (the reader beside `avro.rs`).
 //!
 //! Reference: `schemas/codec.py` (`Codec.decode`: `fastavro.schemaless_reader` with the writer
-//! schema, then `_capture_from_avro`). The schema is the one fastavro parsed, handed over once by
-//! `producers/avro.py`, and read only when the message was written with it (no schema resolution:
+//! schema, then `_capture_from_avro`). The schema is compiled once by `avro_schema.rs` (shared with
+//! the writer), and read only when the message was written with it (no schema resolution:
 //! older writers go to the codec). Records become dicts in field order, as fastavro builds them.
 //!
 //! The walk *declines* (returns None) on anything it does not read exactly as the reference does
@@ -12,13 +12,13 @@
 //! `float()`, ints by the `PyLong_FromString` json calls); it declines on what it cannot mirror
 //! cheaply: `NaN`/`Infinity` literals, floats that overflow to infinity, lone surrogates, nesting
 //! deeper than `MAX_DEPTH`, and any text `json.loads` rejects. Other converted fields call the reference's own Python function.
-use std::collections::HashMap;
 use std::ffi::CString;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
+
+use crate::avro_schema::{Convert, Kind, Node, Record, Schema};
 
 /// Deeper JSON values go to the reference (its limit is Python's recursion limit).
 const MAX_DEPTH: usize = 128;
@@ -27,165 +27,6 @@ const MAX_DEPTH: usize = 128;
 struct Declined;
 
 type Read<'py> = Result<Bound<'py, PyAny>, Declined>;
-
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Null,
-    Boolean,
-    Long,
-    Double,
-    String,
-    Bytes,
-}
-
-enum Node {
-    Primitive(Kind),
-    Array(Box<Node>),
-    Record(usize),
-    Union(Vec<Node>),
-}
-
-enum Convert {
-    None,
-    JsonText,
-    Call(Py<PyAny>),
-}
-
-struct Field {
-    name: Py<PyString>,
-    convert: Convert,
-    node: Node,
-}
-
-struct Record {
-    fields: Vec<Field>,
-}
-
-fn unsupported(what: String) -> PyErr {
-    PyValueError::new_err(format!("the native Avro reader does not handle {what}"))
-}
-
-/// Compiles a parsed schema (fastavro's `parse_schema` form) into `Node`s.
-struct Compiler<'a, 'py> {
-    records: Vec<Option<Record>>,
-    by_name: HashMap<String, usize>,
-    json_fields: &'a [(String, String)],
-    converters: &'a Bound<'py, PyDict>,
-}
-
-impl<'py> Compiler<'_, 'py> {
-    fn node(&mut self, schema: &Bound<'py, PyAny>) -> PyResult<Node> {
-        if let Ok(list) = schema.cast::<PyList>() {
-            let mut branches = Vec::new();
-            for branch in list.iter() {
-                let node = self.node(&branch)?;
-                if matches!(node, Node::Union(_)) {
-                    return Err(unsupported("a union inside a union".into()));
-                }
-                branches.push(node);
-            }
-            return Ok(Node::Union(branches));
-        }
-        if let Ok(dict) = schema.cast::<PyDict>() {
-            if dict.contains("logicalType")? {
-                return Err(unsupported("logical types".into()));
-            }
-            let inner = dict
-                .get_item("type")?
-                .ok_or_else(|| unsupported("a schema without a type".into()))?;
-            if inner.is_instance_of::<PyDict>() || inner.is_instance_of::<PyList>() {
-                return self.node(&inner);
-            }
-            let kind: String = inner.extract()?;
-            return match kind.as_str() {
-                "record" => self.record(dict).map(Node::Record),
-                "array" => {
-                    let items = dict
-                        .get_item("items")?
-                        .ok_or_else(|| unsupported("an array without items".into()))?;
-                    Ok(Node::Array(Box::new(self.node(&items)?)))
-                }
-                other => primitive(other).map(Node::Primitive),
-            };
-        }
-        let name: String = schema.extract()?;
-        if let Some(&index) = self.by_name.get(&name) {
-            return Ok(Node::Record(index));
-        }
-        primitive(&name).map(Node::Primitive)
-    }
-
-    fn record(&mut self, schema: &Bound<'py, PyDict>) -> PyResult<usize> {
-        let name: String = schema
-            .get_item("name")?
-            .ok_or_else(|| unsupported("a record without a name".into()))?
-            .extract()?;
-        if let Some(&index) = self.by_name.get(&name) {
-            return Ok(index);
-        }
-        let index = self.records.len();
-        self.records.push(None); // registered first: recursive records terminate
-        self.by_name.insert(name.clone(), index);
-        let short = name.rsplit('.').next().unwrap_or(&name).to_owned();
-        let py = schema.py();
-        let mut fields = Vec::new();
-        let listed = schema
-            .get_item("fields")?
-            .ok_or_else(|| unsupported("a record without fields".into()))?;
-        for field in listed.cast::<PyList>()?.iter() {
-            let field = field.cast::<PyDict>()?;
-            let field_name: String = field
-                .get_item("name")?
-                .ok_or_else(|| unsupported("a field without a name".into()))?
-                .extract()?;
-            let kind = field
-                .get_item("type")?
-                .ok_or_else(|| unsupported("a field without a type".into()))?;
-            let key = (short.clone(), field_name.clone());
-            let node = self.node(&kind)?;
-            let convert = if self.json_fields.contains(&key) {
-                let text = match &node {
-                    Node::Primitive(Kind::String) => true,
-                    Node::Union(branches) => branches.iter().all(|b| {
-                        matches!(
-                            b,
-                            Node::Primitive(Kind::Null) | Node::Primitive(Kind::String)
-                        )
-                    }),
-                    _ => false,
-                };
-                if !text {
-                    return Err(unsupported(format!("JSON text in {}.{}", key.0, key.1)));
-                }
-                Convert::JsonText
-            } else if let Some(function) = self.converters.get_item(key.clone())? {
-                Convert::Call(function.unbind())
-            } else {
-                Convert::None
-            };
-            fields.push(Field {
-                name: PyString::intern(py, &field_name).unbind(),
-                convert,
-                node,
-            });
-        }
-        self.records[index] = Some(Record { fields });
-        Ok(index)
-    }
-}
-
-fn primitive(name: &str) -> PyResult<Kind> {
-    Ok(match name {
-        "null" => Kind::Null,
-        "boolean" => Kind::Boolean,
-        // fastavro reads an int exactly as a long (the same zig-zag varint)
-        "int" | "long" => Kind::Long,
-        "double" => Kind::Double,
-        "string" => Kind::String,
-        "bytes" => Kind::Bytes,
-        other => return Err(unsupported(format!("type {other}"))),
-    })
-}
 
 /// A reader for one schema: `AvroReader(schema, json_fields, converters)`.
 ///
@@ -253,7 +94,8 @@ impl<'a, 'py> Decoder<'a, 'py> {
                     }
                     Ok(PyBool::new(py, byte == 1).to_owned().into_any())
                 }
-                Kind::Long => {
+                // fastavro reads an int exactly as a long (the same zig-zag varint)
+                Kind::Int | Kind::Long => {
                     let n = self.long()?;
                     Ok(n.into_pyobject(py).map_err(|_| Declined)?.into_any())
                 }
@@ -266,6 +108,7 @@ impl<'a, 'py> Decoder<'a, 'py> {
                     let len = self.long()?;
                     Ok(PyBytes::new(py, self.take(len)?).into_any())
                 }
+                Kind::Array | Kind::Record => Err(Declined), // union tags, never a primitive node
             },
             Node::Array(items) => {
                 let list = PyList::empty(py);
@@ -287,7 +130,7 @@ impl<'a, 'py> Decoder<'a, 'py> {
             Node::Record(index) => self.record(*index),
             Node::Union(branches) => {
                 let index = usize::try_from(self.long()?).map_err(|_| Declined)?;
-                self.value(branches.get(index).ok_or(Declined)?)
+                self.value(&branches.get(index).ok_or(Declined)?.1)
             }
         }
     }
@@ -316,7 +159,7 @@ impl<'a, 'py> Decoder<'a, 'py> {
         let branch = match node {
             Node::Union(branches) => {
                 let index = usize::try_from(self.long()?).map_err(|_| Declined)?;
-                branches.get(index).ok_or(Declined)?
+                &branches.get(index).ok_or(Declined)?.1
             }
             other => other,
         };
@@ -598,25 +441,7 @@ impl AvroReader {
         json_fields: Vec<(String, String)>,
         converters: &Bound<'_, PyDict>,
     ) -> PyResult<Self> {
-        let mut compiler = Compiler {
-            records: Vec::new(),
-            by_name: HashMap::new(),
-            json_fields: &json_fields,
-            converters,
-        };
-        let root = match compiler.node(schema.as_any())? {
-            Node::Record(index) => index,
-            _ => {
-                return Err(unsupported(
-                    "a top-level schema that is not a record".into(),
-                ))
-            }
-        };
-        let records = compiler
-            .records
-            .into_iter()
-            .map(|record| record.ok_or_else(|| unsupported("an unfinished record".into())))
-            .collect::<PyResult<Vec<_>>>()?;
+        let Schema { records, root } = Schema::compile(schema, &json_fields, converters, "reader")?;
         Ok(Self { records, root })
     }
 

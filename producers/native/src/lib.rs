@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod avro;
 mod avro_decode;
+mod avro_schema;
 mod canonical;
 mod content;
 mod manifest;
