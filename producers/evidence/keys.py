@@ -16,12 +16,13 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from producers import native
 from schemas.errors import ContractError
 
 _KEY_ID = re.compile(r"sha256:[0-9a-f]{64}")
@@ -54,7 +55,7 @@ def public_raw(public_key: Ed25519PublicKey) -> bytes:
 class Signer:
     """Signs with one ed25519 private key; knows its key id and the ``publicKeyRef`` it writes."""
 
-    __slots__ = ("_private", "key_id", "public_key", "public_key_ref", "public_raw")
+    __slots__ = ("_native", "_private", "key_id", "public_key", "public_key_ref", "public_raw")
 
     def __init__(self, private_key: Ed25519PrivateKey, *, name: str | None = None) -> None:
         if not isinstance(private_key, Ed25519PrivateKey):
@@ -66,6 +67,7 @@ class Signer:
         self.public_raw: bytes = public_raw(self.public_key)
         self.key_id: str = key_id(self.public_raw)
         self.public_key_ref: str = f"{name}#{self.key_id}" if name else self.key_id
+        self._native: tuple[Any, Any] | None = None  # (core, its copy of the key), made on first use
 
     @classmethod
     def from_seed(cls, seed: bytes, *, name: str | None = None) -> Signer:
@@ -75,7 +77,16 @@ class Signer:
         return cls(Ed25519PrivateKey.from_private_bytes(seed), name=name)
 
     def sign(self, data: bytes) -> bytes:
-        """The 64-byte ed25519 signature of ``data``."""
+        """The 64-byte ed25519 signature of ``data`` (by the native core with the GIL released when
+        it is loaded: the same bytes, ed25519 being deterministic; else by ``cryptography``)."""
+        core = native.core()
+        if core is not None and type(data) is bytes:
+            made = self._native
+            if made is None or made[0] is not core:  # first use, or native.reset() swapped the core
+                made = self._native = (core, _native_key(core, self._private, self.public_raw))
+            if made[1] is not None:
+                signature: bytes = made[1].sign(data)
+                return signature
         return self._private.sign(data)
 
     def seed(self) -> bytes:
@@ -86,6 +97,21 @@ class Signer:
 
     def __repr__(self) -> str:  # never the private key
         return f"Signer(key_id={self.key_id!r}, public_key_ref={self.public_key_ref!r})"
+
+
+_PROBE = b"blackbox native signing probe"
+
+
+def _native_key(core: Any, private_key: Ed25519PrivateKey, public: bytes) -> Any:
+    """``core``'s copy of the key (src/sign.rs), or None when it disagrees with ``cryptography`` on
+    the public key or on a probe signature (then ``cryptography`` signs, as without the core)."""
+    seed = private_key.private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
+    key = core.SigningKey(seed)
+    if key.public_raw() != public or key.sign(_PROBE) != private_key.sign(_PROBE):
+        return None
+    return key
 
 
 def generate_keypair(directory: Path | str, *, stem: str = "blackbox") -> tuple[Path, Path]:

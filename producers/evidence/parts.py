@@ -168,6 +168,19 @@ class PartRef(NamedTuple):
         return fast_json_hash(content) or json_hash(content, path=self.path)
 
 
+_checker_of: tuple[Any, Any] | None = None  # (core, its PartChecker): native.reset() may swap the core
+
+
+def part_checker(core: Any) -> Any:
+    """The native core's ``PartChecker`` (src/content.rs) over :data:`PART_FIELDS`, in their order:
+    verify's content check (``check``) and sealing's part loop (``fill``) in one call each."""
+    global _checker_of
+    if _checker_of is None or _checker_of[0] is not core:
+        slots = [(f.section, f.list_key, f.content_key, f.hash_key, f.kind == "text") for f in PART_FIELDS]
+        _checker_of = (core, core.PartChecker(slots))
+    return _checker_of[1]
+
+
 def record_tag(list_key: str, record: Mapping[str, Any]) -> str:
     """What names a record to an operator: entry id, tool-call sequence and name, external key."""
     if list_key == "workingSetEntries":

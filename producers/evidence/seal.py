@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from producers import native
 from producers.evidence.canonical import is_hash
 from producers.evidence.dsse import b64encode, pae
 from producers.evidence.keys import Signer, key_id_from_ref
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE
 from producers.evidence.merkle import CONTEXT_SET_ALGORITHM
-from producers.evidence.parts import iter_parts, pinned_hash
+from producers.evidence.parts import iter_parts, part_checker, pinned_hash
 from producers.evidence.payload import signing_payload
 from producers.evidence.trust import parse_time
 from schemas.errors import ContractError
@@ -68,6 +69,21 @@ def seal(
             path="capturedAt",
         ) from exc
 
+    core = native.core()
+    if core is None or part_checker(core).fill(sealed) is None:
+        fill_part_hashes(sealed, pinned=pinned)  # the reference; it names what the core declined
+    _working_set(sealed)
+    signature = _signature_block(sealed, signer)
+    payload = signing_payload(sealed, fill_root=True).payload
+    signature["signatureBytes"] = SIGNATURE_PREFIX + b64encode(
+        signer.sign(pae(MANIFEST_PAYLOAD_TYPE, payload))
+    )
+    return sealed
+
+
+def fill_part_hashes(sealed: dict[str, Any], *, pinned: bool) -> None:
+    """Sealing's part loop without the native core (its ``PartChecker.fill`` does the same in one
+    call): every present part's hash computed, checked against a supplied one, and filled in."""
     for ref in iter_parts(sealed):
         field, holder = ref.field, ref.holder
         supplied = holder.get(field.hash_key)
@@ -85,14 +101,6 @@ def seal(
                 path=ref.hash_path,
             )
         holder[field.hash_key] = computed
-
-    _working_set(sealed)
-    signature = _signature_block(sealed, signer)
-    payload = signing_payload(sealed, fill_root=True).payload
-    signature["signatureBytes"] = SIGNATURE_PREFIX + b64encode(
-        signer.sign(pae(MANIFEST_PAYLOAD_TYPE, payload))
-    )
-    return sealed
 
 
 def _working_set(sealed: dict[str, Any]) -> None:

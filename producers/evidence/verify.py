@@ -43,7 +43,7 @@ from producers.evidence.dsse import b64decode, pae
 from producers.evidence.keys import key_id_from_ref
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE
 from producers.evidence.merkle import CONTEXT_SET_ALGORITHM, merkle_root, working_set_leaves
-from producers.evidence.parts import PART_FIELDS, PartRef
+from producers.evidence.parts import PART_FIELDS, PartRef, part_checker
 from producers.evidence.payload import signing_payload
 from producers.evidence.seal import SIGNATURE_ALGORITHM, SIGNATURE_PREFIX
 from producers.evidence.trust import TrustStore, parse_time
@@ -91,22 +91,11 @@ def _check_content(capture: Mapping[str, Any]) -> tuple[list[str], int]:
     """
     core = native.core()
     if core is not None:
-        done = _part_checker(core).check(capture)
+        done = part_checker(core).check(capture)
         if done is not None:
             absent_slots, checked = done
             return [PartRef(PART_FIELDS[slot], index, {}).path for slot, index in absent_slots], checked
     return python_check_content(capture)
-
-
-_checker_of: tuple[Any, Any] | None = None  # (core, its PartChecker): native.reset() may swap the core
-
-
-def _part_checker(core: Any) -> Any:
-    global _checker_of
-    if _checker_of is None or _checker_of[0] is not core:
-        slots = [(f.section, f.list_key, f.content_key, f.hash_key, f.kind == "text") for f in PART_FIELDS]
-        _checker_of = (core, core.PartChecker(slots))
-    return _checker_of[1]
 
 
 def python_check_content(capture: Mapping[str, Any]) -> tuple[list[str], int]:

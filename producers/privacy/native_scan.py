@@ -92,12 +92,30 @@ class _NativePlan:
     others: tuple[tuple[int, Detector], ...]  # detectors the core does not know
 
 
+# The last plan made, with the core and the detectors it was made for: a redactor asks for the same
+# detectors with every capture. One read, one write: another thread may replace it meanwhile.
+_last_plan: tuple[Any, tuple[Detector, ...], _NativePlan | None] | None = None
+
+
 def _native_plan(detectors: Sequence[Detector]) -> _NativePlan | None:
-    codes = [_NATIVE_CODES.get(type(detector)) for detector in detectors]
-    if all(code is None for code in codes):
-        return None
+    global _last_plan
     core = native.core()
-    if core is None:
+    last = _last_plan
+    if (
+        last is not None
+        and last[0] is core
+        and len(last[1]) == len(detectors)
+        and all(a is b for a, b in zip(last[1], detectors, strict=True))
+    ):
+        return last[2]
+    plan = _make_plan(core, detectors)
+    _last_plan = (core, tuple(detectors), plan)
+    return plan
+
+
+def _make_plan(core: Any, detectors: Sequence[Detector]) -> _NativePlan | None:
+    codes = [_NATIVE_CODES.get(type(detector)) for detector in detectors]
+    if all(code is None for code in codes) or core is None:
         return None
     ranks: list[list[int]] = [[] for _ in _NATIVE_KINDS]
     phones: list[tuple[int, PhoneDetector]] = []

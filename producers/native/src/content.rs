@@ -13,7 +13,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{utf8, Declined, Writer};
+use pyo3::types::PyString;
+
+use crate::canonical::{utf8, Declined, Writer, DETACH_BYTES};
 
 /// One content field: (section, list key or None, content key, hash key, is text).
 struct Slot {
@@ -21,6 +23,7 @@ struct Slot {
     list_key: Option<Vec<u8>>,
     content: Vec<u8>,
     hash: Vec<u8>,
+    hash_name: Py<PyString>,
     text: bool,
 }
 
@@ -109,23 +112,22 @@ impl PartChecker {
         Ok(Some(true))
     }
 
-    unsafe fn walk(&self, capture: *mut ffi::PyObject) -> Result<Checked, Declined> {
+    /// Visits every holder of every slot in check order: `visit(slot index, slot, list index,
+    /// holder)`. Sections and records that are not dicts are skipped, as the reference skips them.
+    unsafe fn each_holder(
+        &self,
+        capture: *mut ffi::PyObject,
+        mut visit: impl FnMut(usize, &Slot, Option<isize>, *mut ffi::PyObject) -> Result<(), Declined>,
+    ) -> Result<(), Declined> {
         let Some(capture) = as_dict(capture)? else {
             return Err(Declined);
         };
-        let mut absent = Vec::new();
-        let mut checked = 0;
         for (index, slot) in self.slots.iter().enumerate() {
             let Some(section) = as_dict(get(capture, &slot.section)?)? else {
                 continue;
             };
-            let mut tally = |at: Option<isize>, outcome: Option<bool>| match outcome {
-                None => absent.push((index, at)),
-                Some(true) => checked += 1,
-                Some(false) => {}
-            };
             match &slot.list_key {
-                None => tally(None, self.holder(slot, section)?),
+                None => visit(index, slot, None, section)?,
                 Some(list_key) => {
                     let records = get(section, list_key)?;
                     if records.is_null() {
@@ -139,14 +141,172 @@ impl PartChecker {
                     }
                     for at in 0..ffi::PyList_Size(records) {
                         if let Some(record) = as_dict(ffi::PyList_GetItem(records, at))? {
-                            tally(Some(at), self.holder(slot, record)?);
+                            visit(index, slot, Some(at), record)?;
                         }
                     }
                 }
             }
         }
+        Ok(())
+    }
+
+    unsafe fn walk(&self, capture: *mut ffi::PyObject) -> Result<Checked, Declined> {
+        let mut absent = Vec::new();
+        let mut checked = 0;
+        self.each_holder(capture, |index, slot, at, holder| {
+            match self.holder(slot, holder)? {
+                None => absent.push((index, at)),
+                Some(true) => checked += 1,
+                Some(false) => {}
+            }
+            Ok(())
+        })?;
         Ok((absent, checked))
     }
+
+    /// Sealing's part loop (`seal` in `producers/evidence/seal.py`): every present part's hash,
+    /// computed, checked against a supplied one, and written into its holder; an absent part's
+    /// supplied hash must be well formed. Nothing is written unless every slot passes; the hashing
+    /// itself runs with the GIL released (the texts are kept alive by owned references, the JSON
+    /// parts are printed into buffers first).
+    unsafe fn fill_parts(
+        &self,
+        py: Python<'_>,
+        capture: *mut ffi::PyObject,
+    ) -> Result<usize, Declined> {
+        let mut found: Vec<Found> = Vec::new();
+        self.each_holder(capture, |_, slot, _, holder| {
+            let content = get(holder, &slot.content)?;
+            let supplied = get(holder, &slot.hash)?;
+            let none = ffi::Py_None();
+            let supplied = if supplied.is_null() || supplied == none {
+                None
+            } else if exact(supplied, addr_of_mut!(ffi::PyUnicode_Type)) {
+                Some(utf8(supplied)?)
+            } else {
+                return Err(Declined); // the reference names it
+            };
+            if content.is_null() || content == none {
+                return match supplied {
+                    Some(hash) if !is_hash(hash) => Err(Declined),
+                    _ => Ok(()),
+                };
+            }
+            let bytes = if slot.text {
+                if !exact(content, addr_of_mut!(ffi::PyUnicode_Type)) {
+                    return Err(Declined);
+                }
+                let text = utf8(content)?;
+                // SAFETY: a str is immutable and its UTF-8 form lives as long as it does; the
+                // owned reference keeps it alive while the GIL is released.
+                Bytes::Text {
+                    _owner: Py::from_borrowed_ptr(py, content),
+                    data: text.as_ptr(),
+                    len: text.len(),
+                }
+            } else {
+                let mut writer = Writer {
+                    out: Vec::with_capacity(1024),
+                    omit_nulls: false,
+                };
+                writer.value(content, 0)?;
+                Bytes::Json(writer.out)
+            };
+            found.push(Found {
+                holder: Py::from_borrowed_ptr(py, holder),
+                key: slot.hash_name.clone_ref(py),
+                supplied: supplied.map(<[u8]>::to_vec),
+                bytes,
+            });
+            Ok(())
+        })?;
+        let total: usize = found.iter().map(|f| f.bytes.len()).sum();
+        let shared = SendFound(&found);
+        let digests = if total >= DETACH_BYTES {
+            py.detach(move || shared.digests())
+        } else {
+            shared.digests()
+        };
+        let mut hashes = Vec::with_capacity(found.len());
+        for (part, digest) in found.iter().zip(&digests) {
+            let mut text = Vec::with_capacity(PREFIX.len() + 64);
+            text.extend_from_slice(PREFIX);
+            text.extend_from_slice(hex::encode(digest).as_bytes());
+            if part
+                .supplied
+                .as_deref()
+                .is_some_and(|s| s != text.as_slice())
+            {
+                return Err(Declined); // disagrees: the reference raises, naming the field
+            }
+            hashes.push(text);
+        }
+        for (part, text) in found.iter().zip(hashes) {
+            // SAFETY: ASCII, so valid UTF-8
+            let value = PyString::new(py, std::str::from_utf8_unchecked(&text));
+            if ffi::PyDict_SetItem(part.holder.as_ptr(), part.key.as_ptr(), value.as_ptr()) != 0 {
+                ffi::PyErr_Clear();
+                return Err(Declined);
+            }
+        }
+        Ok(found.len())
+    }
+}
+
+/// A part's bytes to hash: a text's UTF-8 (owned reference, pointer, length) or printed JSON.
+enum Bytes {
+    Text {
+        _owner: Py<PyAny>,
+        data: *const u8,
+        len: usize,
+    },
+    Json(Vec<u8>),
+}
+
+impl Bytes {
+    fn len(&self) -> usize {
+        match self {
+            Bytes::Text { len, .. } => *len,
+            Bytes::Json(data) => data.len(),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            // SAFETY: see `fill_parts`: the owned reference keeps the immutable buffer alive
+            Bytes::Text { data, len, .. } => unsafe { std::slice::from_raw_parts(*data, *len) },
+            Bytes::Json(data) => data,
+        }
+    }
+}
+
+struct Found {
+    holder: Py<PyAny>,
+    key: Py<PyString>,
+    supplied: Option<Vec<u8>>,
+    bytes: Bytes,
+}
+
+/// The parts, read (never changed, no reference count touched) while the GIL is released.
+struct SendFound<'a>(&'a [Found]);
+// SAFETY: only `Bytes::as_slice` runs on the other side: immutable buffers kept alive by `found`.
+unsafe impl Send for SendFound<'_> {}
+
+impl SendFound<'_> {
+    fn digests(self) -> Vec<[u8; 32]> {
+        self.0
+            .iter()
+            .map(|f| Sha256::digest(f.bytes.as_slice()).into())
+            .collect()
+    }
+}
+
+fn is_hash(value: &[u8]) -> bool {
+    value.len() == PREFIX.len() + 64
+        && value.starts_with(PREFIX)
+        && value[PREFIX.len()..]
+            .iter()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[pymethods]
@@ -154,13 +314,14 @@ impl PartChecker {
     /// `slots`: [(section, list key or None, content key, hash key, is text)], in check order.
     #[new]
     #[pyo3(signature = (slots, /))]
-    fn new(slots: Vec<(String, Option<String>, String, String, bool)>) -> Self {
+    fn new(py: Python<'_>, slots: Vec<(String, Option<String>, String, String, bool)>) -> Self {
         let slots = slots
             .into_iter()
             .map(|(section, list_key, content, hash, text)| Slot {
                 section: section.into_bytes(),
                 list_key: list_key.map(String::into_bytes),
                 content: content.into_bytes(),
+                hash_name: PyString::new(py, &hash).unbind(),
                 hash: hash.into_bytes(),
                 text,
             })
@@ -175,6 +336,14 @@ impl PartChecker {
         // SAFETY: the GIL is held and no Python code runs during the walk (exact built-in types
         // only), so borrowed references from the containers stay valid while they are used.
         unsafe { self.walk(capture.as_ptr()) }.ok()
+    }
+
+    /// Fill every present part's hash into `capture` (sealing; see `fill_parts`) and return how many,
+    /// or None with nothing written: a failure or declined, the reference decides and names it.
+    #[pyo3(signature = (capture, /))]
+    fn fill(&self, py: Python<'_>, capture: &Bound<'_, PyAny>) -> Option<usize> {
+        // SAFETY: as for `check`; the GIL is released only to hash buffers `fill_parts` owns or keeps alive.
+        unsafe { self.fill_parts(py, capture.as_ptr()) }.ok()
     }
 }
 

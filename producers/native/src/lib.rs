@@ -13,9 +13,10 @@ mod content;
 mod manifest;
 mod merkle;
 mod pii;
+mod sign;
 
 /// The version of the core's behaviour; the loader refuses a module built from other sources.
-const ABI: u32 = 5;
+const ABI: u32 = 6;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -27,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     manifest::register(m)?;
     merkle::register(m)?;
     pii::register(m)?;
+    sign::register(m)?;
     Ok(())
 }

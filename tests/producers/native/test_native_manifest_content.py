@@ -20,7 +20,8 @@ from schemas_testdata import busy_capture, structured_only_capture
 from test_native_canonical_captures import GENERATED, SIGNER, generated_capture
 
 from producers.evidence import seal
-from producers.evidence.verify import _check_content, _part_checker, python_check_content
+from producers.evidence.parts import part_checker
+from producers.evidence.verify import _check_content, python_check_content
 
 
 def _sealed(capture: dict[str, Any]) -> dict[str, Any] | None:
@@ -32,7 +33,7 @@ def _sealed(capture: dict[str, Any]) -> dict[str, Any] | None:
 def _assert_same(capture: dict[str, Any]) -> bool:
     """Native and reference agree on ``capture``; True when the core answered itself."""
     with native_mode("require") as core:
-        answered = _part_checker(core).check(capture) is not None
+        answered = part_checker(core).check(capture) is not None
         natively = outcome(lambda: _check_content(capture))
     with native_mode("off"):
         reference = outcome(lambda: python_check_content(capture))

@@ -521,3 +521,20 @@ def test_the_scan_lets_other_threads_run(core: ModuleType) -> None:
     scanner.join()
     # holding the GIL would stall this loop for the whole scan
     assert longest < alone * 0.4, f"this thread stalled {longest:.3f} s during a {alone:.3f} s scan"
+
+
+def test_the_plan_is_made_once_per_detector_set_and_core(core: ModuleType) -> None:
+    """A redactor asks with the same detectors for every capture: the same plan; any other set (or
+    another core, or none) gets its own."""
+    from producers.privacy.native_scan import _native_plan
+
+    detectors = (EmailDetector(), PhoneDetector())
+    plan = _native_plan(detectors)
+    assert plan is not None and _native_plan(list(detectors)) is plan
+    others = (EmailDetector(), PhoneDetector())
+    other_plan = _native_plan(others)
+    assert other_plan is not None and other_plan is not plan
+    assert other_plan.phones[0][1] is others[1]  # the plan confirms phones with these detectors
+    with native_mode("off"):
+        assert _native_plan(detectors) is None
+    assert _native_plan(detectors) is not plan  # the core was loaded again: a plan for it
