@@ -9,6 +9,8 @@ For each capture size, in the same run:
 * **floor**: raw confluent-kafka producing the same already-encoded capture bytes, plus one sha256
   over them and one ed25519 signature per capture (same producer settings: idempotent, acks=all,
   zstd, same linger) — what any signed producer must at least pay;
+* **ceiling**: the public API on the caller's thread followed by only the floor's work for the same
+  bytes — what a recorder behind this API could reach if sealing, scanning and encoding were free;
 * **recorder throughput**: full-capture decisions recorded through the public API as fast as the
   caller can go (consequential, so none is dropped and all are full size), from the first call to
   ``flush()`` returning with every capture acknowledged by the broker;
@@ -110,8 +112,8 @@ def encoded_captures(size: int) -> list[bytes]:
     return sent
 
 
-def floor(bootstrap: str, topic: str, payloads: list[bytes], count: int) -> float:
-    signer = new_signer()
+def floor_producer(bootstrap: str, topic: str, first: bytes) -> Producer:
+    """The floor's producer (the recorder's Kafka settings), connected before any timing."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -124,34 +126,73 @@ def floor(bootstrap: str, topic: str, payloads: list[bytes], count: int) -> floa
             "queue.buffering.max.kbytes": 512 * 1024,
         }
     )
-    producer.produce(topic, payloads[0], key=b"agt_bench")  # connect before timing
+    producer.produce(topic, first, key=b"agt_bench")
     producer.flush(30)
-    delivered = 0
-    failed = 0
+    return producer
 
-    def on_delivery(err: Any, _msg: Any) -> None:
-        nonlocal delivered, failed
+
+class Delivered:
+    """Counts the floor's delivery reports."""
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.failed = 0
+
+    def __call__(self, err: Any, _msg: Any) -> None:
         if err is None:
-            delivered += 1
+            self.ok += 1
         else:
-            failed += 1
+            self.failed += 1
 
+
+def floor_step(producer: Producer, topic: str, signer: Any, data: bytes, on_delivery: Delivered) -> None:
+    """The floor's work for one capture: one sha256, one ed25519 signature, one produce."""
+    signer.sign(hashlib.sha256(data).digest())
+    while True:
+        try:
+            producer.produce(topic, data, key=b"agt_bench", on_delivery=on_delivery)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def floor(bootstrap: str, topic: str, payloads: list[bytes], count: int) -> float:
+    signer = new_signer()
+    producer = floor_producer(bootstrap, topic, payloads[0])
+    delivered = Delivered()
     start = time.perf_counter()
     for i in range(count):
-        data = payloads[i % len(payloads)]
-        digest = hashlib.sha256(data).digest()
-        signer.sign(digest)
-        while True:
-            try:
-                producer.produce(topic, data, key=b"agt_bench", on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        floor_step(producer, topic, signer, payloads[i % len(payloads)], delivered)
         if i % 64 == 0:
             producer.poll(0)
     producer.flush(60)
     elapsed = time.perf_counter() - start
-    assert delivered == count and not failed, (delivered, failed)
+    assert delivered.ok == count and not delivered.failed, (delivered.ok, delivered.failed)
+    return elapsed
+
+
+def ceiling(bootstrap: str, topic: str, payloads: list[bytes], size: int, count: int) -> float:
+    """The most any recorder behind this API could reach: each decision recorded through the public
+    API on the caller's thread (as in the throughput run), then only the floor's work for its bytes
+    (sha256, ed25519, produce) in the same thread — as if sealing, scanning and encoding were free.
+    Both hold the GIL in the real recorder, so they add up; nothing else is counted."""
+    contents = [make_content(size, seed=seed) for seed in range(VARIANTS)]
+    rec = Recorder(agent_id="agt_bench", transport=NullTransport(), signer=new_signer())
+    configure(rec)
+    rec._submit_decision = lambda builder: None  # type: ignore[method-assign]  # the free worker
+    signer = new_signer()
+    producer = floor_producer(bootstrap, topic, payloads[0])
+    delivered = Delivered()
+    start = time.perf_counter()
+    for i in range(count):
+        record(rec, contents[i % VARIANTS], consequential=True)
+        floor_step(producer, topic, signer, payloads[i % len(payloads)], delivered)
+        if i % 64 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    elapsed = time.perf_counter() - start
+    rec.close()
+    assert delivered.ok == count and not delivered.failed, (delivered.ok, delivered.failed)
     return elapsed
 
 
@@ -290,6 +331,7 @@ def main() -> None:
         print(f"\n== captures of ~{size / 1000:.0f} KB (encoded mean {mean / 1000:.1f} KB), {count} per run")
         topic = create_topic(args.bootstrap) if args.transport == "kafka" else None
         floors: list[float] = []
+        ceilings: list[float] = []
         recorders: list[float] = []
         f_cpu: list[float] = []
         r_cpu: list[float] = []
@@ -301,6 +343,8 @@ def main() -> None:
                 c1 = cpu_seconds()
                 r_elapsed = recorder_throughput(args.bootstrap, topic, size, count)
                 c2 = cpu_seconds()
+                if topic is not None:
+                    ceilings.append(count / ceiling(args.bootstrap, topic, payloads, size, count))
                 recorders.append(count / r_elapsed)
                 f_cpu.append((c1 - c0) / count * 1e6)
                 r_cpu.append((c2 - c1) / count * 1e6)
@@ -323,6 +367,11 @@ def main() -> None:
             + ("" if floors else "   (null transport)")
         )
         if floors:
+            c_rate = statistics.median(ceilings)
+            print(
+                f"ceiling   {c_rate:9.0f} captures/s  (the public API + the floor's work, sealing free): "
+                f"{c_rate / f_rate:.2f}x the floor   runs {[round(x) for x in ceilings]}"
+            )
             print(
                 f"ratio recorder/floor: {r_rate / f_rate:.2f} (median of runs; per run "
                 f"{[round(r / f, 2) for r, f in zip(recorders, floors, strict=True)]})  target >= 0.5"
