@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from producers import native
 from schemas.errors import ContractError
 
 CHAT_MESSAGES_FORMAT = "openai.chat.messages+json"
@@ -129,6 +130,20 @@ def render_chat_context(
     ``memory`` is ``(entryId, renderedContent)`` in context order; entries are joined by a blank
     line inside one system message so the block can be re-rendered as a whole.
     """
+    memory = list(memory)
+    core = native.core()
+    if core is not None:  # one pass in the core (src/context.rs); None: declined, rendered below
+        done = core.render_chat(_PIECES, system_prompt, [content for _, content in memory], user_message)
+        if done is not None:
+            text, offsets = done
+            parts = ["system_prompt", *(f"memory:{entry_id}" for entry_id, _ in memory), "memory", "user"]
+            return RenderedContext(
+                format=CHAT_MESSAGES_FORMAT,
+                text=text,
+                spans=tuple(
+                    ContextSpan(part, start, end) for part, (start, end) in zip(parts, offsets, strict=True)
+                ),
+            )
     # Pieces are joined once; span offsets are UTF-8 byte counts (len() for ASCII pieces).
     pieces: list[str] = [_HEAD]
     spans: list[ContextSpan] = []
@@ -166,6 +181,7 @@ _USER = '"}, {"role": "user", "content": "'
 _TAIL = '"}]'
 _SEPARATOR = _escape(MEMORY_SEPARATOR)
 _HEAD_LEN, _MIDDLE_LEN, _USER_LEN, _SEPARATOR_LEN = map(len, (_HEAD, _MIDDLE, _USER, _SEPARATOR))
+_PIECES = (_HEAD, _MIDDLE, _SEPARATOR, _USER, _TAIL)
 
 
 def reference_render_chat_context(

@@ -197,6 +197,12 @@ pub(crate) fn utf16_order(a: &[u8], b: &[u8]) -> Ordering {
 pub(crate) fn write_string(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() + 2);
     out.push(b'"');
+    write_escaped(out, text);
+    out.push(b'"');
+}
+
+/// The inside of [`write_string`]'s literal: `text` escaped, without the quotes.
+pub(crate) fn write_escaped(out: &mut Vec<u8>, text: &[u8]) {
     let mut start = 0;
     let mut index = 0;
     while index < text.len() {
@@ -234,7 +240,6 @@ pub(crate) fn write_string(out: &mut Vec<u8>, text: &[u8]) {
         start = index;
     }
     out.extend_from_slice(&text[start..]);
-    out.push(b'"');
 }
 
 /// Whether any of the eight bytes of `word` is below 0x20, `"` or `\`: the has-less-than and

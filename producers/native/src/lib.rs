@@ -10,13 +10,14 @@ mod avro_decode;
 mod avro_schema;
 mod canonical;
 mod content;
+mod context;
 mod manifest;
 mod merkle;
 mod pii;
 mod sign;
 
 /// The version of the core's behaviour; the loader refuses a module built from other sources.
-const ABI: u32 = 6;
+const ABI: u32 = 7;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     avro_decode::register(m)?;
     canonical::register(m)?;
     content::register(m)?;
+    context::register(m)?;
     manifest::register(m)?;
     merkle::register(m)?;
     pii::register(m)?;
