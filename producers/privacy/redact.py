@@ -263,19 +263,22 @@ def redact_capture(
     original_hashes: dict[str, str] = {}
     original_spans: dict[str, Any] = {}
     changes: list[_Change] = []
-    # The configuration first: it is the same in every capture of an agent, so its placeholders
-    # (and so its redacted text and hash) are too, whatever else a decision holds.
-    refs = sorted(
-        enumerate(iter_parts(capture)), key=lambda item: item[1].field.section != "agentConfiguration"
-    )
-    searched = [(ordinal, ref) for ordinal, ref in refs if _searched(ref)]
+    searched = [(ordinal, ref) for ordinal, ref in enumerate(iter_parts(capture)) if _searched(ref)]
     # Every string of the capture in one native call when it can; else each string as it comes.
     scan = find_in_values([ref.content for _, ref in searched], detectors)
+    if scan is not None and not any(scan):
+        return None  # nothing found anywhere (most captures)
+    # The configuration first: it is the same in every capture of an agent, so its placeholders
+    # (and so its redacted text and hash) are too, whatever else a decision holds.
+    order = sorted(
+        range(len(searched)), key=lambda index: searched[index][1].field.section != "agentConfiguration"
+    )
 
     def each(text: str) -> list[Finding]:
         return find_all(text, detectors)
 
-    for index, (ordinal, ref) in enumerate(searched):
+    for index in order:
+        ordinal, ref = searched[index]
         content = ref.content
         field = ref.field
         find: _Find = each

@@ -348,3 +348,26 @@ def _model_call(body: str, start: int) -> dict[str, Any]:
         "latencyMs": 12,
         "spans": [{"part": "system_prompt", "start": start, "end": start + 3, "encoding": "json-string"}],
     }
+
+
+def test_the_configuration_is_numbered_first_whatever_the_decision_holds() -> None:
+    """The system prompt's placeholders come first (its redacted text and hash are then the same in
+    every capture of an agent), though the request comes before it in the capture."""
+    from producers.privacy.detectors import builtin_detectors
+    from producers.privacy.redact import redact_capture
+
+    def capture(request_email: str) -> dict[str, Any]:
+        return {
+            "input": {"requestPayload": {"from": request_email}, "requestPayloadHash": None},
+            "agentConfiguration": {
+                "systemPromptText": "Escalate to ops@acme.example.",
+                "systemPromptHash": None,
+            },
+        }
+
+    first = redact_capture(capture("ann@mail.example"), builtin_detectors(), owned=True)
+    second = redact_capture(capture("bob@mail.example"), builtin_detectors(), owned=True)
+    assert first is not None and second is not None
+    for result in (first, second):
+        assert result.capture["agentConfiguration"]["systemPromptText"] == "Escalate to [EMAIL_1]."
+        assert result.capture["input"]["requestPayload"] == {"from": "[EMAIL_2]"}
