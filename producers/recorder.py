@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from producers import native
 from producers import unrecordable as check
+from producers.backlog import Backlog
 from producers.claimcheck import ClaimChecker
 from producers.clock import Clock, system_clock
 from producers.config import AgentConfig, ReplayPolicy, agent_config, pin_config
@@ -231,7 +232,7 @@ class Recorder:
         # The native core is chosen here, on construction: BLACKBOX_NATIVE=require without it fails
         # now (NativeCoreUnavailable), never later inside a decision in the agent's thread.
         native.core()
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._queue: Backlog[Any] = Backlog(queue_size)
         self._turns = WorkerTurns()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
