@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use pyo3::types::PyString;
 
-use crate::canonical::{utf8, Declined, Writer, DETACH_BYTES};
+use crate::canonical::{utf8, Declined, Writer};
 
 /// One content field: (section, list key or None, content key, hash key, is text).
 struct Slot {
@@ -28,6 +28,11 @@ struct Slot {
 }
 
 const PREFIX: &[u8] = b"sha256:";
+
+/// Sealing hashes every part of a capture at once, on the recorder's worker: from this many bytes
+/// (a few microseconds of hashing) the agent's thread gets the GIL meanwhile. Lower than a single
+/// hash's threshold (`canonical::DETACH_BYTES`): here the worker, not the agent, waits to get it back.
+const FILL_DETACH_BYTES: usize = 4096;
 
 /// Absent parts as (slot, list index), and how many parts were checked.
 type Checked = (Vec<(usize, Option<isize>)>, usize);
@@ -222,7 +227,7 @@ impl PartChecker {
         })?;
         let total: usize = found.iter().map(|f| f.bytes.len()).sum();
         let shared = SendFound(&found);
-        let digests = if total >= DETACH_BYTES {
+        let digests = if total >= FILL_DETACH_BYTES {
             py.detach(move || shared.digests())
         } else {
             shared.digests()
