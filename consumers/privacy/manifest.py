@@ -36,9 +36,17 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from consumers.privacy.ids import IndexIdKeyError, IndexIds
-from producers.evidence.manifest import manifest_view
+from producers import native
+from producers.evidence.manifest import manifest_rules, manifest_view
 
-__all__ = ["IDENTIFIERS", "INDEX_VIEW", "gate_manifest", "index_manifest_json", "signed_manifest"]
+__all__ = [
+    "IDENTIFIERS",
+    "INDEX_VIEW",
+    "gate_manifest",
+    "index_manifest_json",
+    "reference_index_manifest_json",
+    "signed_manifest",
+]
 
 IDENTIFIERS = (("input", "originUserId"), ("input", "originSessionId"))
 """Where the signed manifest names a person: replaced by keyed hashes in the index view."""
@@ -64,8 +72,38 @@ def index_manifest_json(
     (the signed manifest itself when ids are stored raw).
 
     ``hash_id`` stands in for ``ids.of`` (ingest passes one that remembers, so the row's own
-    ``origin_*`` columns reuse the same hashes).
+    ``origin_*`` columns reuse the same hashes). The native core prints it when it loads (one walk,
+    no copies: ``IndexViewWriter``, src/index_view.rs); :func:`reference_index_manifest_json` is
+    the reference it is proven byte-identical against, and runs whenever the core declines.
     """
+    writer = _view_writer()
+    if writer is not None:
+        # what the reference changes on the view, found on the capture: no manifest rule drops an
+        # identifier (tests/consumers/privacy/test_privacy_index_view_native.py)
+        replace: dict[str, dict[str, str]] = {}
+        tail: list[tuple[str, Any]] = [("signature", capture.get("signature"))]
+        key = ids.key
+        if key is not None:
+            of = hash_id or ids.of
+            raw: dict[str, str] = {}
+            for section, field in IDENTIFIERS:
+                part = capture.get(section)
+                value = part.get(field) if isinstance(part, dict) else None
+                if isinstance(value, str) and value:
+                    raw[f"{section}.{field}"] = value
+                    replace.setdefault(section, {})[field] = of(value)
+            if raw:
+                tail.append((INDEX_VIEW, {"sealed": _seal(key, str(capture.get("decisionId") or ""), raw)}))
+        text = writer.json(capture, replace, tail)
+        if text is not None:
+            return str(text)
+    return reference_index_manifest_json(capture, ids, hash_id=hash_id)
+
+
+def reference_index_manifest_json(
+    capture: Mapping[str, Any], ids: IndexIds, *, hash_id: Callable[[str], str] | None = None
+) -> str:
+    """:func:`index_manifest_json` in Python: the reference (and the fallback without the core)."""
     view = manifest_view(capture)
     view["signature"] = capture.get("signature")
     if ids.key is not None:
@@ -81,6 +119,20 @@ def index_manifest_json(
         if raw:
             view[INDEX_VIEW] = {"sealed": _seal(ids.key, str(capture.get("decisionId") or ""), raw)}
     return _dumps(view)
+
+
+_writer_of: tuple[Any, Any] | None = None  # (core, its IndexViewWriter): native.reset() may swap the core
+
+
+def _view_writer() -> Any:
+    """The core's IndexViewWriter built from the manifest's rules (one source of them), or None."""
+    global _writer_of
+    core = native.core()
+    if core is None or not hasattr(core, "IndexViewWriter"):
+        return None
+    if _writer_of is None or _writer_of[0] is not core:
+        _writer_of = (core, core.IndexViewWriter(*manifest_rules()))
+    return _writer_of[1]
 
 
 def signed_manifest(manifest_json: str, ids: IndexIds | None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from schemas.errors import NativeCoreUnavailable
 __all__ = ["ABI", "core", "reset", "status"]
 
 # The behaviour version this Python code expects; a stale build of the Rust sources is refused.
-ABI = 7
+ABI = 8
 
 _log = logging.getLogger("blackbox.native")
 _lock = threading.Lock()

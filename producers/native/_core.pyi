@@ -72,3 +72,15 @@ class SigningKey:
 def render_chat(
     pieces: tuple[str, str, str, str, str], system_prompt: object, memory: object, user_message: object, /
 ) -> tuple[str, list[tuple[int, int]]] | None: ...
+
+# src/index_view.rs — consumers/privacy/manifest.py (reference_index_manifest_json)
+class IndexViewWriter:
+    def __init__(
+        self,
+        top_defaults: dict[str, Any],
+        strips: Sequence[tuple[str, frozenset[str], dict[str, frozenset[str]], dict[str, Any]]],
+        /,
+    ) -> None: ...
+    def json(
+        self, capture: object, replace: dict[str, dict[str, str]], tail: Sequence[tuple[str, object]], /
+    ) -> str | None: ...

@@ -373,7 +373,7 @@ impl JsonText<'_> {
 
 /// Python's `repr` of a finite float: the shortest round-trip digits (as ryu finds them), fixed
 /// notation when the decimal point falls within -4 < point <= 16, else `d.ddde±XX`.
-fn write_float(out: &mut Vec<u8>, f: f64) -> Walk {
+pub(crate) fn write_float(out: &mut Vec<u8>, f: f64) -> Walk {
     if !f.is_finite() {
         return Err(Declined); // allow_nan=False: the reference raises
     }

@@ -11,13 +11,14 @@ mod avro_schema;
 mod canonical;
 mod content;
 mod context;
+mod index_view;
 mod manifest;
 mod merkle;
 mod pii;
 mod sign;
 
 /// The version of the core's behaviour; the loader refuses a module built from other sources.
-const ABI: u32 = 7;
+const ABI: u32 = 8;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -27,6 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     canonical::register(m)?;
     content::register(m)?;
     context::register(m)?;
+    index_view::register(m)?;
     manifest::register(m)?;
     merkle::register(m)?;
     pii::register(m)?;

@@ -21,18 +21,18 @@ use crate::canonical::{utf16_order, utf8, write_string, Declined, Writer};
 use crate::merkle;
 
 /// A member the manifest drops while it holds this value (`_is_default`: same exact type, equal).
-enum Default {
+pub(crate) enum Default {
     Str(Vec<u8>),
     EmptyList,
 }
 
 /// One dict the manifest strips: its name at the top level, the keys it drops, its record lists
 /// (key → the keys each record drops) and its defaults.
-struct Strip {
-    name: Vec<u8>,
-    drop: Vec<Vec<u8>>,
-    lists: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
-    defaults: Vec<(Vec<u8>, Default)>,
+pub(crate) struct Strip {
+    pub(crate) name: Vec<u8>,
+    pub(crate) drop: Vec<Vec<u8>>,
+    pub(crate) lists: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+    pub(crate) defaults: Vec<(Vec<u8>, Default)>,
 }
 
 /// What a manifest member prints.
@@ -65,15 +65,15 @@ pub struct ManifestWriter {
     leaf_keys: Vec<Vec<u8>>,
 }
 
-fn text(value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+pub(crate) fn text(value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     Ok(value.cast::<PyString>()?.to_str()?.as_bytes().to_vec())
 }
 
-fn texts(value: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
+pub(crate) fn texts(value: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
     value.try_iter()?.map(|item| text(&item?)).collect()
 }
 
-fn defaults(value: &Bound<'_, PyAny>) -> PyResult<Vec<(Vec<u8>, Default)>> {
+pub(crate) fn defaults(value: &Bound<'_, PyAny>) -> PyResult<Vec<(Vec<u8>, Default)>> {
     let mut out = Vec::new();
     for (key, item) in value.cast::<PyDict>()?.iter() {
         let default = if item.is_exact_instance_of::<PyString>() {
@@ -90,15 +90,15 @@ fn defaults(value: &Bound<'_, PyAny>) -> PyResult<Vec<(Vec<u8>, Default)>> {
     Ok(out)
 }
 
-unsafe fn exact(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
+pub(crate) unsafe fn exact(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
     ffi::Py_TYPE(obj) == ty
 }
 
-unsafe fn is_dict(obj: *mut ffi::PyObject) -> bool {
+pub(crate) unsafe fn is_dict(obj: *mut ffi::PyObject) -> bool {
     exact(obj, addr_of_mut!(ffi::PyDict_Type))
 }
 
-unsafe fn is_list(obj: *mut ffi::PyObject) -> bool {
+pub(crate) unsafe fn is_list(obj: *mut ffi::PyObject) -> bool {
     exact(obj, addr_of_mut!(ffi::PyList_Type))
 }
 
@@ -126,11 +126,11 @@ fn find(members: &Members<'_, *mut ffi::PyObject>, key: &[u8]) -> Option<*mut ff
         .map(|(_, item)| *item)
 }
 
-fn contains(keys: &[Vec<u8>], key: &[u8]) -> bool {
+pub(crate) fn contains(keys: &[Vec<u8>], key: &[u8]) -> bool {
     keys.iter().any(|name| name == key)
 }
 
-unsafe fn is_default(
+pub(crate) unsafe fn is_default(
     defaults: &[(Vec<u8>, Default)],
     key: &[u8],
     item: *mut ffi::PyObject,
