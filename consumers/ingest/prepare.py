@@ -9,17 +9,23 @@ Verification dominates ingest CPU (every content part is re-hashed, JSON parts c
 Merkle root and the signature recomputed), and the GIL serializes it, so :class:`PreparePool` spreads
 it over worker processes (``spawn``ed: the parent holds librdkafka and chdb threads). With
 ``workers=0`` everything runs inline, which is what tests and small deployments use.
+
+Inline, a batch's segment frames are compressed behind it: one zstd call for the whole batch in a
+helper thread, which releases the GIL for all of it, while this thread decodes and verifies (a
+second core does the compression; with workers every core is busy already, so they compress as
+they go). The frames are the ones ``frame_compressor(level).compress`` makes, byte for byte.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import multiprocessing
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -125,20 +131,21 @@ def frame_compressor(level: int) -> zstandard.ZstdCompressor:
     return comp
 
 
-def prepare(data: bytes, ctx: PrepareContext, *, source: str = "") -> Prepared:
+def prepare(data: bytes, ctx: PrepareContext, *, source: str = "", compress: bool = True) -> Prepared:
     """Decode, verify and pre-compute one message (see :class:`Prepared` for the outcomes).
 
     Never raises for the message's sake: an error no rule anticipated dead-letters the message
-    (``unexpected_error``) instead of failing the batch it arrived in.
+    (``unexpected_error``) instead of failing the batch it arrived in. ``compress=False``: a
+    capture comes back with an empty ``frame``, for a caller that compressed ``data`` already.
     """
     try:
-        return _prepare(data, ctx, source=source)
+        return _prepare(data, ctx, source=source, compress=compress)
     except Exception as exc:
         logger.exception("unexpected error preparing %s", source or "a message")
         return Prepared("dead", reason="unexpected_error", detail=unexpected_reason(exc))
 
 
-def _prepare(data: bytes, ctx: PrepareContext, *, source: str = "") -> Prepared:
+def _prepare(data: bytes, ctx: PrepareContext, *, source: str, compress: bool) -> Prepared:
     try:
         decoded = decode(data)
     except UnknownFingerprint as exc:
@@ -150,11 +157,11 @@ def _prepare(data: bytes, ctx: PrepareContext, *, source: str = "") -> Prepared:
         return Prepared("flag", decision_id=str(value.get("decisionId") or ""), value=value)
     if decoded.kind == "claim_check":
         return Prepared("claim_check", decision_id=str(value.get("decisionId") or ""), value=value)
-    return prepare_capture(data, value, ctx, source=source)
+    return prepare_capture(data, value, ctx, source=source, compress=compress)
 
 
 def prepare_capture(
-    data: bytes, capture: dict[str, Any], ctx: PrepareContext, *, source: str = ""
+    data: bytes, capture: dict[str, Any], ctx: PrepareContext, *, source: str = "", compress: bool = True
 ) -> Prepared:
     """The capture half of :func:`prepare`, for bytes already decoded (also used for claim-check bodies).
 
@@ -163,7 +170,7 @@ def prepare_capture(
     as ``unexpected error: <type>: <message>``, so it never stops the batch.
     """
     try:
-        return _prepare_capture(data, capture, ctx, source=source)
+        return _prepare_capture(data, capture, ctx, source=source, compress=compress)
     except Exception as exc:
         logger.exception("unexpected error preparing capture %s (%s)", capture.get("decisionId"), source)
         reason = unexpected_reason(exc)
@@ -173,17 +180,19 @@ def prepare_capture(
             agent_id=str(capture.get("agentId") or ""),
             sha="sha256:" + hashlib.sha256(data).hexdigest(),
             size=len(data),
-            frame=frame_compressor(ctx.level).compress(data),
+            frame=frame_compressor(ctx.level).compress(data) if compress else b"",
             reason=reason,
             detail=reason,
         )
 
 
-def _prepare_capture(data: bytes, capture: dict[str, Any], ctx: PrepareContext, *, source: str) -> Prepared:
+def _prepare_capture(
+    data: bytes, capture: dict[str, Any], ctx: PrepareContext, *, source: str, compress: bool
+) -> Prepared:
     decision_id = str(capture.get("decisionId") or "")
     agent_id = str(capture.get("agentId") or "")
     sha = "sha256:" + hashlib.sha256(data).hexdigest()
-    frame = frame_compressor(ctx.level).compress(data)
+    frame = frame_compressor(ctx.level).compress(data) if compress else b""
     common: dict[str, Any] = {
         "decision_id": decision_id,
         "agent_id": agent_id,
@@ -273,8 +282,48 @@ def _warm() -> None:
     """A worker's first task: by then it has started and imported this module."""
 
 
-def _prepare_chunk(items: Sequence[tuple[bytes, str]], ctx: PrepareContext) -> list[Prepared]:
-    return [prepare(data, ctx, source=source) for data, source in items]
+_BEHIND_MIN = 4  # smaller chunks compress inline: a thread hand-off costs more than it frees
+_MULTI = zstandard.backend == "cext"  # the cffi backend's multi_compress_to_buffer is not implemented
+_frames_thread: ThreadPoolExecutor | None = None
+_frames_lock = threading.Lock()
+
+
+def _compress_all(datas: list[bytes], level: int) -> list[bytes]:
+    """One frame per item, as ``frame_compressor(level).compress`` makes it, in one call that
+    releases the GIL for the whole list (``multi_compress_to_buffer``, python-zstandard's C backend)."""
+    sources: list[bytes | bytearray | memoryview] = list(datas)
+    frames = frame_compressor(level).multi_compress_to_buffer(sources)
+    return [frames[i].tobytes() for i in range(len(frames))]
+
+
+def _frames_behind(items: Sequence[tuple[bytes, str]], level: int) -> Future[list[bytes]] | None:
+    """The frames of ``items``, compressing in this process's helper thread; None: compress inline."""
+    global _frames_thread
+    if len(items) < _BEHIND_MIN or not _MULTI:
+        return None
+    with _frames_lock:
+        if _frames_thread is None:
+            _frames_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blackbox-frames")
+        return _frames_thread.submit(_compress_all, [data for data, _ in items], level)
+
+
+def _prepare_chunk(
+    items: Sequence[tuple[bytes, str]], ctx: PrepareContext, *, behind_thread: bool = False
+) -> list[Prepared]:
+    behind = _frames_behind(items, ctx.level) if behind_thread else None
+    if behind is None:
+        return [prepare(data, ctx, source=source) for data, source in items]
+    prepared = [prepare(data, ctx, source=source, compress=False) for data, source in items]
+    try:
+        frames = behind.result()
+    except Exception:  # e.g. out of memory in the helper: the frames are made here instead
+        logger.exception("compressing a chunk's frames in the helper thread failed; compressing inline")
+        compressor = frame_compressor(ctx.level)
+        frames = [compressor.compress(data) for data, _ in items]
+    return [
+        dataclasses.replace(p, frame=frame) if p.kind == "capture" else p
+        for p, frame in zip(prepared, frames, strict=True)
+    ]
 
 
 class PreparePool:
@@ -306,7 +355,9 @@ class PreparePool:
         workers prepare the rest: it would otherwise sit idle until they finish (``prepare`` is a
         pure function of the bytes and ``ctx``, so where it runs changes nothing but the time).
         """
-        if self._pool is None or len(items) < 2 * self.workers:
+        if self._pool is None:
+            return _prepare_chunk(items, ctx, behind_thread=True)
+        if len(items) < 2 * self.workers:
             return _prepare_chunk(items, ctx)
         own = len(items) // (self.workers + 1)
         shared = items[: len(items) - own]
