@@ -25,7 +25,7 @@ use pyo3::types::{PyDict, PyString};
 use crate::avro;
 use crate::canonical::{utf8, write_string, Declined};
 use crate::manifest::{
-    contains, defaults, exact, is_default, is_dict, is_list, text, texts, Default, Strip,
+    contains, defaults, exact, is_default, is_dict, is_list, strip_rules, text, Default, Strip,
 };
 
 type Walk = Result<(), Declined>;
@@ -289,25 +289,7 @@ impl IndexViewWriter {
     #[new]
     #[pyo3(signature = (top_defaults, strips, /))]
     fn new(top_defaults: &Bound<'_, PyAny>, strips: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let mut parsed = Vec::new();
-        for strip in strips.try_iter()? {
-            let (name, drop, lists, section_defaults): (
-                Bound<'_, PyAny>,
-                Bound<'_, PyAny>,
-                Bound<'_, PyAny>,
-                Bound<'_, PyAny>,
-            ) = strip?.extract()?;
-            let mut record_lists = Vec::new();
-            for (key, record_drop) in lists.cast::<PyDict>()?.iter() {
-                record_lists.push((text(&key)?, texts(&record_drop)?));
-            }
-            parsed.push(Strip {
-                name: text(&name)?,
-                drop: texts(&drop)?,
-                lists: record_lists,
-                defaults: defaults(&section_defaults)?,
-            });
-        }
+        let parsed = strip_rules(strips)?;
         Ok(IndexViewWriter {
             top_defaults: defaults(top_defaults)?,
             strips: parsed,

@@ -90,6 +90,30 @@ pub(crate) fn defaults(value: &Bound<'_, PyAny>) -> PyResult<Vec<(Vec<u8>, Defau
     Ok(out)
 }
 
+/// `manifest_rules()`'s strips: [(name, dropped keys, {list key: dropped record keys}, {key: default})].
+pub(crate) fn strip_rules(strips: &Bound<'_, PyAny>) -> PyResult<Vec<Strip>> {
+    let mut parsed = Vec::new();
+    for strip in strips.try_iter()? {
+        let (name, drop, lists, section_defaults): (
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+            Bound<'_, PyAny>,
+        ) = strip?.extract()?;
+        let mut record_lists = Vec::new();
+        for (key, record_drop) in lists.cast::<PyDict>()?.iter() {
+            record_lists.push((text(&key)?, texts(&record_drop)?));
+        }
+        parsed.push(Strip {
+            name: text(&name)?,
+            drop: texts(&drop)?,
+            lists: record_lists,
+            defaults: defaults(&section_defaults)?,
+        });
+    }
+    Ok(parsed)
+}
+
 pub(crate) unsafe fn exact(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
     ffi::Py_TYPE(obj) == ty
 }
@@ -401,25 +425,7 @@ impl ManifestWriter {
         leaf_keys: &Bound<'_, PyAny>,
         memory: (String, String, String, String),
     ) -> PyResult<Self> {
-        let mut parsed = Vec::new();
-        for strip in strips.try_iter()? {
-            let (name, drop, lists, section_defaults): (
-                Bound<'_, PyAny>,
-                Bound<'_, PyAny>,
-                Bound<'_, PyAny>,
-                Bound<'_, PyAny>,
-            ) = strip?.extract()?;
-            let mut record_lists = Vec::new();
-            for (key, record_drop) in lists.cast::<PyDict>()?.iter() {
-                record_lists.push((text(&key)?, texts(&record_drop)?));
-            }
-            parsed.push(Strip {
-                name: text(&name)?,
-                drop: texts(&drop)?,
-                lists: record_lists,
-                defaults: defaults(&section_defaults)?,
-            });
-        }
+        let parsed = strip_rules(strips)?;
         let mut leaf_keys = texts(leaf_keys)?;
         leaf_keys.sort_unstable_by(|a, b| utf16_order(a, b));
         Ok(ManifestWriter {

@@ -13,6 +13,13 @@ from producers import backlog as backlog_module
 from producers.backlog import Backlog
 
 
+def _full(size: int) -> Backlog[int]:
+    backlog: Backlog[int] = Backlog(size)
+    for item in range(size):
+        backlog.put_nowait(item)
+    return backlog
+
+
 def _blocked_writer(backlog: Backlog[int], item: int, timeout: float) -> tuple[threading.Thread, list[str]]:
     outcome: list[str] = []
 
@@ -30,9 +37,7 @@ def _blocked_writer(backlog: Backlog[int], item: int, timeout: float) -> tuple[t
 
 def test_a_blocked_writer_resumes_only_when_a_quarter_is_free(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backlog_module, "_LOOK_AGAIN", 30.0)  # only a notice can wake it here
-    backlog: Backlog[int] = Backlog(8)
-    for item in range(8):
-        backlog.put_nowait(item)
+    backlog = _full(8)
     writer, outcome = _blocked_writer(backlog, 99, timeout=10.0)
     time.sleep(0.05)
     assert backlog.get_nowait() == 0  # one free slot: the stock queue would wake the writer here
@@ -46,9 +51,7 @@ def test_a_blocked_writer_resumes_only_when_a_quarter_is_free(monkeypatch: pytes
 
 def test_a_writer_finds_a_single_free_slot_by_itself_within_50_ms() -> None:
     """A worker that frees one slot and stalls: the writer is not woken, but looks again itself."""
-    backlog: Backlog[int] = Backlog(8)
-    for item in range(8):
-        backlog.put_nowait(item)
+    backlog = _full(8)
     writer, outcome = _blocked_writer(backlog, 99, timeout=30.0)
     time.sleep(0.02)
     backlog.get_nowait()
@@ -58,9 +61,7 @@ def test_a_writer_finds_a_single_free_slot_by_itself_within_50_ms() -> None:
 
 
 def test_a_writer_that_waits_too_long_still_gets_full() -> None:
-    backlog: Backlog[int] = Backlog(8)
-    for item in range(8):
-        backlog.put_nowait(item)
+    backlog = _full(8)
     writer, outcome = _blocked_writer(backlog, 100, timeout=0.2)
     writer.join(5)
     assert outcome == ["full"]  # nobody took anything: Full after the timeout, as with the stock queue
