@@ -1,16 +1,24 @@
 """Kafka's receiving side, what ingest reads: a consumer group on ``blackbox.captures.v1`` with
-manual, synchronous commits.
+manual, synchronous commits, each waited for at most a deadline.
 
 ``enable.auto.commit`` and ``enable.auto.offset.store`` are off: nothing is committed unless
 :meth:`KafkaSource.commit` is called, and the ingest loop calls it only after the batch's segments
 and index rows are durable. Several processes in one group share the partitions; rebalance
 callbacks keep track of what this process owns so a batch whose partitions moved away is abandoned
 (its writes are idempotent, its new owner re-processes it) instead of being committed.
+
+A synchronous commit can block forever inside librdkafka: seen here after a broker restart, when
+the reply to a commit request is never delivered, and ``close()`` then blocks on the same request.
+Ingest must not stop for that, so each commit runs on a short-lived helper thread and is waited for
+until the commit deadline; one that does not answer raises :class:`TransportError` like any failed
+commit (the ingest loop keeps the offsets and sends them again with the next batch's commit, which
+carries the same or later offsets). ``close()`` is bounded the same way.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -43,9 +51,12 @@ class KafkaSource:
         group: str,
         config: Mapping[str, Any] | None = None,
         commit_retry_seconds: float = 10.0,
+        close_seconds: float = 30.0,
     ) -> None:
         self.topic = topic
         self._commit_retry_seconds = commit_retry_seconds
+        self._close_seconds = close_seconds
+        self._unanswered = 0  # commits still blocked in librdkafka (their helper threads wait on)
         self._assigned: set[int] = set()
         self._ever_assigned = False
         self._paused = False
@@ -143,7 +154,7 @@ class KafkaSource:
         delay = 0.2
         while True:
             try:
-                result = self._consumer.commit(offsets=tps, asynchronous=False)
+                result = self._commit_within(tps, deadline)
             except KafkaException as exc:
                 err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                 if err is not None and err.code() in _LOST_GENERATION:
@@ -162,6 +173,47 @@ class KafkaSource:
                 raise TransportError(f"commit to {self.topic} failed for {failed}")
             self._committed.update((int(p), o) for p, o in owned.items())
             return len(owned) == len(offsets)
+
+    def _commit_within(self, tps: list[TopicPartition], deadline: float) -> list[TopicPartition] | None:
+        """One synchronous commit on a helper thread, waited for until ``deadline`` (at least 1 s).
+
+        Raises what the commit raised, or :class:`TransportError` when it has not answered by then.
+        The helper thread is left blocked in librdkafka; it ends if the answer ever comes.
+        """
+        answer: list[Any] = []
+        answered = threading.Event()
+        lock = threading.Lock()
+        gave_up = False
+
+        def commit() -> None:
+            try:
+                result: Any = self._consumer.commit(offsets=tps, asynchronous=False)
+            except BaseException as exc:  # handed to the waiting thread, which raises it
+                result = exc
+            with lock:
+                if gave_up:
+                    self._unanswered -= 1
+                    logger.info("an unanswered commit to %s answered late: %s", self.topic, result)
+                    return
+                answer.append(result)
+            answered.set()
+
+        helper = threading.Thread(target=commit, name=f"kafka-commit-{self.topic}", daemon=True)
+        helper.start()
+        wait = max(1.0, deadline - time.monotonic())
+        if not answered.wait(wait):
+            with lock:
+                if not answer:
+                    gave_up = True
+                    self._unanswered += 1
+                    raise TransportError(
+                        f"commit to {self.topic} got no answer within {wait:.1f}s ({self._unanswered} "
+                        "unanswered so far); its offsets go again with the next commit"
+                    )
+        result = answer[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result  # type: ignore[no-any-return]
 
     def caught_up(self) -> bool:
         """Assigned at least once, and for every assigned partition position == high watermark."""
@@ -252,7 +304,23 @@ class KafkaSource:
             self._committed.pop(p, None)
 
     def close(self) -> None:
-        try:
-            self._consumer.close()
-        except (KafkaException, RuntimeError) as exc:
-            logger.warning("consumer close: %s", exc)
+        """Leave the group and close, waited for at most ``close_seconds``: a close stuck behind an
+        unanswered commit is left to the process's exit (the group moves the partitions after
+        ``session.timeout.ms``) rather than hanging the service's shutdown."""
+
+        def close() -> None:
+            try:
+                self._consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                logger.warning("consumer close: %s", exc)
+
+        closing = threading.Thread(target=close, name=f"kafka-close-{self.topic}", daemon=True)
+        closing.start()
+        closing.join(self._close_seconds)
+        if closing.is_alive():
+            logger.error(
+                "consumer of %s did not close within %.0fs (%d commits unanswered); leaving it behind",
+                self.topic,
+                self._close_seconds,
+                self._unanswered,
+            )
