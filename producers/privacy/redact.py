@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from producers.evidence.parts import PartRef, iter_parts
+from producers.evidence.parts import PART_FIELDS, PartRef, iter_parts
 from producers.privacy.detectors import Detector, Finding
 from producers.privacy.native_scan import find_all, find_in_values
 from schemas.errors import ContractError
@@ -263,11 +263,11 @@ def redact_capture(
     original_hashes: dict[str, str] = {}
     original_spans: dict[str, Any] = {}
     changes: list[_Change] = []
-    searched = [(ordinal, ref) for ordinal, ref in enumerate(iter_parts(capture)) if _searched(ref)]
     # Every string of the capture in one native call when it can; else each string as it comes.
-    scan = find_in_values([ref.content for _, ref in searched], detectors)
+    scan = find_in_values(searched_contents(capture), detectors)
     if scan is not None and not any(scan):
         return None  # nothing found anywhere (most captures)
+    searched = [(ordinal, ref) for ordinal, ref in enumerate(iter_parts(capture)) if _searched(ref)]
     # The configuration first: it is the same in every capture of an agent, so its placeholders
     # (and so its redacted text and hash) are too, whatever else a decision holds.
     order = sorted(
@@ -322,6 +322,41 @@ def redact_capture(
     if memory_changed and isinstance(target.get("memoryState"), dict):
         target["memoryState"]["contextSetHash"] = None
     return CaptureRedaction(target, redactions, originals, original_hashes, original_spans)
+
+
+# (section, list key or None, content key, text encoding key or None for JSON), in contract order
+_SEARCHED_FIELDS = tuple(
+    (f.section, f.list_key, f.content_key, f"{f.content_key}Encoding" if f.kind == "text" else None)
+    for f in PART_FIELDS
+    if f.content_key not in _SKIP
+)
+
+
+def searched_contents(capture: dict[str, Any]) -> list[Any]:
+    """The content of every searched part, in :func:`~producers.evidence.parts.iter_parts` order:
+    ``[ref.content for ref in iter_parts(capture) if _searched(ref)]`` without a ``PartRef`` each
+    (the scan of every capture needs only the values; the refs are made when something is found)."""
+    out: list[Any] = []
+    for section_key, list_key, content_key, encoding_key in _SEARCHED_FIELDS:
+        section = capture.get(section_key)
+        if not isinstance(section, dict):
+            continue
+        if list_key is None:
+            holders: list[Any] = [section]
+        else:
+            records = section.get(list_key)
+            if not isinstance(records, list):
+                continue
+            holders = records
+        for holder in holders:
+            if not isinstance(holder, dict):
+                continue
+            content = holder.get(content_key)
+            if content is None:
+                continue
+            if encoding_key is None or (type(content) is str and holder.get(encoding_key) != "base64"):
+                out.append(content)
+    return out
 
 
 def _searched(ref: PartRef) -> bool:
