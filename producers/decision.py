@@ -66,14 +66,24 @@ _ids = random.Random(os.urandom(32))
 os.register_at_fork(after_in_child=lambda: _ids.seed(os.urandom(32)))
 
 
+# Each random byte keeps its low 5 bits as one Crockford character (256 is a multiple of 32, so every
+# character is equally likely): 16 bytes make the 80 random bits of the id's last 16 characters.
+_RANDOM_CHARACTERS = bytes(ord(_CROCKFORD[byte & 31]) for byte in range(256))
+# The id's first 10 characters (its 48-bit millisecond time), for the last millisecond asked for.
+_last_time: tuple[int, str] = (-1, "")
+
+
 def new_decision_id(moment: datetime) -> str:
-    """``dec_`` + a ULID: 48-bit ms timestamp + 80 random bits, Crockford base32 (sorts by time)."""
-    value = (int(moment.timestamp() * 1000) << 80) | _ids.getrandbits(80)
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "dec_" + "".join(reversed(chars))
+    """``dec_`` + a ULID: 48-bit ms timestamp + 80 random bits, Crockford base32 (sorts by time).
+
+    Built from a cached time prefix and translated random bytes: a third of the cost of
+    base32-encoding the 130-bit value digit by digit, on the agent's thread for every decision."""
+    global _last_time
+    ms = int(moment.timestamp() * 1000)
+    last = _last_time
+    if last[0] != ms:  # its low 50 bits (two's complement before 1970), 5 to a character
+        last = _last_time = (ms, "".join([_CROCKFORD[(ms >> shift) & 31] for shift in range(45, -1, -5)]))
+    return "dec_" + last[1] + _ids.randbytes(16).translate(_RANDOM_CHARACTERS).decode("ascii")
 
 
 ModelCallAssembler = Callable[[dict[str, Any], Sequence[Any], list[str]], None]
