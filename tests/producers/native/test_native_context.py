@@ -6,14 +6,16 @@ outcome. Its answer must also *come* for ordinary text, or the comparison proves
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_testing import native_mode, outcome
 
-from producers.context import _PIECES, reference_render_chat_context, render_chat_context
+from producers.context import _PIECES, ContextSpan, reference_render_chat_context, render_chat_context
 
 # every character class the escaping treats differently: controls (short and \u00xx forms), quote,
 # backslash, DEL, 2/3/4-byte UTF-8, and lone surrogates (declined)
@@ -80,3 +82,15 @@ def test_the_core_answers_for_ordinary_text(core: Any) -> None:
         ).text
     )
     assert len(spans) == 5 and text.encode()[spans[0][0] : spans[0][1]] == b'Be \\"brief\\".\\n'
+
+
+def test_the_spans_of_a_native_render_are_ordinary_frozen_spans() -> None:
+    with native_mode("require"):
+        rendered = render_chat_context(system_prompt="p", memory=[("m1", "one")], user_message="u")
+    made = [ContextSpan(s.part, s.start, s.end) for s in rendered.spans]
+    assert list(rendered.spans) == made
+    assert [hash(s) for s in rendered.spans] == [hash(s) for s in made]
+    assert [repr(s) for s in rendered.spans] == [repr(s) for s in made]
+    assert {s.encoding for s in rendered.spans} == {"json-string"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rendered.spans[0].start = 0  # type: ignore[misc]
