@@ -14,6 +14,8 @@ For each capture size, in the same run:
 * **recorder throughput**: full-capture decisions recorded through the public API as fast as the
   caller can go (consequential, so none is dropped and all are full size), from the first call to
   ``flush()`` returning with every capture acknowledged by the broker;
+* **CPU bound**: the machine's cores over the recorder run's process CPU per capture — no
+  arrangement of threads does better on this machine for the same work;
 * **caller cost**: the time the runtime's thread spends in the recorder per decision (``decision()``
   … ``finish()``, including rendering the context), p50/p99/max, at a paced rate (``--rate``/s, a
   realistic load below capacity) while the worker runs; beside it the thread's own CPU, how late it
@@ -365,6 +367,15 @@ def main() -> None:
             f"recorder  {r_rate:9.0f} captures/s  {r_rate * mb:7.1f} MB/s   "
             f"process CPU {statistics.median(r_cpu):6.0f} us/capture   runs {[round(x) for x in recorders]}"
             + ("" if floors else "   (null transport)")
+        )
+        # Whatever the threads do, a run cannot go faster than the machine's cores over the CPU it
+        # spends per capture: the hard upper bound for this recorder's work on this machine.
+        cores = len(os.sched_getaffinity(0))
+        bound = cores / statistics.median(r_cpu) * 1e6
+        print(
+            f"CPU bound {bound:9.0f} captures/s  ({cores} cores / {statistics.median(r_cpu):.0f} us of "
+            "process CPU per capture, perfectly parallel)"
+            + (f": {bound / statistics.median(floors):.2f}x the floor" if floors else "")
         )
         if floors:
             c_rate = statistics.median(ceilings)
