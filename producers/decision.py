@@ -26,6 +26,7 @@ prompt is configured.
 
 from __future__ import annotations
 
+import marshal
 import os
 import random
 import threading
@@ -195,6 +196,7 @@ class DecisionBuilder:
         self._assemble: ModelCallAssembler | None = None
         self._model_lock = threading.Lock()  # calls arrive from the agent's tasks and threads
         self._scope: Token[DecisionBuilder | None] | None = None
+        self._packed: bytes | None = None  # see _pack()
 
     @property
     def recorder(self) -> DecisionSink:
@@ -603,10 +605,55 @@ class DecisionBuilder:
             reason = type(exc).__name__
         self.finish(output=None, stop_reason="error", outcome="failure", outcome_reason=reason)
 
+    # --- waiting in the recorder's backlog ------------------------------------------------------
+    def _pack(self) -> bool:
+        """Fold the recorded values into one ``bytes`` while the finished decision waits in a deep
+        backlog; :meth:`to_capture` unfolds them. True when packed. Only the recorder calls it, before it
+        queues the decision: never while the worker may be building the capture.
+
+        A queued decision otherwise holds ~27 objects the cyclic GC tracks (dicts, lists, spans).
+        Thousands of them waiting survive into the oldest generation, and each full collection walks
+        them all, on whichever thread allocates: the agent's (measured in ``bench_producer.py``: at
+        a full 10,000-deep backlog ~200 ms per collection and ~50 µs per decision). Packed, a queued
+        decision holds five. :mod:`marshal` copies exactly the built-in types it writes (a ``str``
+        subclass, an object, nesting beyond its limit: it refuses, and the decision stays as it
+        is), in C without calling back into Python, and gives back equal values of the same types,
+        the same order and the same sharing: the capture is the one an unpacked decision makes."""
+        if self._packed is not None or not self.finished:
+            return False
+        rendered = self._rendered
+        if rendered is not None:  # spans as their JSON records, which to_capture takes as they are
+            spans = [s.to_json() if isinstance(s, ContextSpan) else s for s in rendered["spans"]]
+            rendered = {**rendered, "spans": spans}
+        try:
+            packed = marshal.dumps(
+                (self._request, self._memory, self._tool_calls, self._externals, self._final, rendered)
+            )
+        except Exception:  # ValueError: not marshal's to write; the decision waits unpacked
+            return False
+        self._packed = packed
+        self._request = self._memory = self._tool_calls = self._externals = self._final = None  # type: ignore[assignment]
+        self._rendered = None
+        return True
+
+    def _unpack(self) -> None:
+        packed, self._packed = self._packed, None
+        if packed is not None:
+            (
+                self._request,
+                self._memory,
+                self._tool_calls,
+                self._externals,
+                self._final,
+                self._rendered,
+            ) = marshal.loads(packed)
+
     # --- the worker's side ---------------------------------------------------------------------
     def to_capture(self) -> dict[str, Any]:
         """The capture in JSON form, unsealed (hashes and signature null); ``captureLevel`` null
         means "let the policy decide". Called on the recorder's worker thread."""
+        if self._packed is not None:
+            self._unpack()
         config = self._config or self._recorder.default_config or _UNCONFIGURED
         rendered = self._rendered
         final = self._final
