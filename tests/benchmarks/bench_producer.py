@@ -16,6 +16,9 @@ For each capture size, in the same run:
   ``flush()`` returning with every capture acknowledged by the broker;
 * **CPU bound**: the machine's cores over the recorder run's process CPU per capture — no
   arrangement of threads does better on this machine for the same work;
+* **GC**: the cyclic garbage collector's time in the recorder run, per capture, and its longest
+  collection (a pause on whichever thread triggered it, mostly the caller's): what decisions waiting
+  in a deep backlog cost (``DecisionBuilder._pack``);
 * **caller cost**: the time the runtime's thread spends in the recorder per decision (``decision()``
   … ``finish()``, including rendering the context), p50/p99/max, at a paced rate (``--rate``/s, a
   realistic load below capacity) while the worker runs; beside it the thread's own CPU, how late it
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import hashlib
 import os
 import resource
@@ -198,7 +202,33 @@ def ceiling(bootstrap: str, topic: str, payloads: list[bytes], size: int, count:
     return elapsed
 
 
-def recorder_throughput(bootstrap: str, topic: str | None, size: int, count: int) -> float:
+class GcWatch:
+    """The cyclic GC's collections while installed: total and longest, in seconds."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.longest = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            took = time.perf_counter() - self._began
+            self.total += took
+            self.longest = max(self.longest, took)
+
+    def __enter__(self) -> GcWatch:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+def recorder_throughput(
+    bootstrap: str, topic: str | None, size: int, count: int, queue_size: int, watch: GcWatch
+) -> float:
     contents = [make_content(size, seed=seed) for seed in range(VARIANTS)]
     errors: list[Any] = []
     transport = open_transport(bootstrap, topic)
@@ -207,7 +237,7 @@ def recorder_throughput(bootstrap: str, topic: str | None, size: int, count: int
         transport=transport,
         signer=new_signer(),
         policy=CapturePolicy(sample_one_in=0),
-        queue_size=2_000,
+        queue_size=queue_size,
         consequential_wait=60.0,
         on_error=errors.append,
     )
@@ -215,9 +245,10 @@ def recorder_throughput(bootstrap: str, topic: str | None, size: int, count: int
     record(rec, contents[0], consequential=True)  # connect before timing
     rec.flush(30)
     start = time.perf_counter()
-    for i in range(count):
-        record(rec, contents[i % VARIANTS], consequential=True)
-    ok = rec.flush(120)
+    with watch:
+        for i in range(count):
+            record(rec, contents[i % VARIANTS], consequential=True)
+        ok = rec.flush(120)
     elapsed = time.perf_counter() - start
     stats = rec.stats
     rec.close()
@@ -312,6 +343,9 @@ def main() -> None:
     )
     parser.add_argument("--caller-count", type=int, default=2_000)
     parser.add_argument(
+        "--queue-size", type=int, default=2_000, help="the recorder's backlog in the throughput run"
+    )
+    parser.add_argument(
         "--transport",
         choices=("kafka", "null"),
         default="kafka",
@@ -337,13 +371,17 @@ def main() -> None:
         recorders: list[float] = []
         f_cpu: list[float] = []
         r_cpu: list[float] = []
+        watches: list[GcWatch] = []
         try:
             for _ in range(args.repeat):
                 c0 = cpu_seconds()
                 if topic is not None:
                     floors.append(count / floor(args.bootstrap, topic, payloads, count))
                 c1 = cpu_seconds()
-                r_elapsed = recorder_throughput(args.bootstrap, topic, size, count)
+                watches.append(GcWatch())
+                r_elapsed = recorder_throughput(
+                    args.bootstrap, topic, size, count, args.queue_size, watches[-1]
+                )
                 c2 = cpu_seconds()
                 if topic is not None:
                     ceilings.append(count / ceiling(args.bootstrap, topic, payloads, size, count))
@@ -367,6 +405,11 @@ def main() -> None:
             f"recorder  {r_rate:9.0f} captures/s  {r_rate * mb:7.1f} MB/s   "
             f"process CPU {statistics.median(r_cpu):6.0f} us/capture   runs {[round(x) for x in recorders]}"
             + ("" if floors else "   (null transport)")
+        )
+        print(
+            f"GC in the recorder run (backlog of {args.queue_size}): "
+            f"{statistics.median(w.total / count * 1e6 for w in watches):.1f} us/capture, longest "
+            f"collection {max(w.longest for w in watches) * 1e3:.1f} ms"
         )
         # Whatever the threads do, a run cannot go faster than the machine's cores over the CPU it
         # spends per capture: the hard upper bound for this recorder's work on this machine.
