@@ -97,6 +97,26 @@ TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
+class KeptTransport:
+    """Delivers at once and keeps each sent value in ``sent``."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+        self.sent.append(value)
+        on_delivery(None)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        return 0
+
+    def flush(self, timeout: float | None = None) -> int:
+        return 0
+
+    def close(self, timeout: float | None = None) -> None:
+        return None
+
+
 def new_signer(name: str | None = "did:test:agent") -> Signer:
     return Signer(Ed25519PrivateKey.generate(), name=name)
 

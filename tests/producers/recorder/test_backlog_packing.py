@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recorder_testdata import StepClock, configure, make_content, new_signer, record, trust_for
+from recorder_testdata import KeptTransport, StepClock, configure, make_content, new_signer, record, trust_for
 
 from producers import recorder as recorder_module
 from producers.decision import DecisionBuilder
@@ -20,26 +20,6 @@ from producers.evidence import verify_capture
 from producers.policy import CapturePolicy
 from producers.recorder import Recorder
 from schemas.codec import decode
-
-
-class _Kept:
-    """Delivers at once and keeps each sent value."""
-
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-
-    def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
-        self.sent.append(value)
-        on_delivery(None)
-
-    def poll(self, timeout: float = 0.0) -> int:
-        return 0
-
-    def flush(self, timeout: float | None = None) -> int:
-        return 0
-
-    def close(self, timeout: float | None = None) -> None:
-        return None
 
 
 def _strict(value: Any) -> Any:
@@ -53,7 +33,11 @@ def _strict(value: Any) -> Any:
 
 def _unqueued(snapshot: bool = True) -> Recorder:
     rec = Recorder(
-        agent_id="agt_pack", transport=_Kept(), signer=new_signer(), clock=StepClock(), snapshot=snapshot
+        agent_id="agt_pack",
+        transport=KeptTransport(),
+        signer=new_signer(),
+        clock=StepClock(),
+        snapshot=snapshot,
     )
     configure(rec)
     rec._submit_decision = lambda builder: None  # type: ignore[method-assign]  # kept here, not queued
@@ -154,7 +138,7 @@ def _tracked() -> int:
 
 
 def test_a_deep_backlog_holds_packed_decisions_and_delivers_them_verified() -> None:
-    transport = _Kept()
+    transport = KeptTransport()
     signer = new_signer()
     rec = Recorder(
         agent_id="agt_pack",
@@ -206,7 +190,7 @@ def test_a_deep_backlog_holds_packed_decisions_and_delivers_them_verified() -> N
 
 def _sent(pack_behind: int, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     monkeypatch.setattr(recorder_module, "PACK_BEHIND", pack_behind)
-    transport = _Kept()
+    transport = KeptTransport()
     rec = Recorder(
         agent_id="agt_pack",
         transport=transport,

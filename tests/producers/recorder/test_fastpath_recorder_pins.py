@@ -5,34 +5,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from recorder_testdata import StepClock, configure, make_content, new_signer, record, trust_for
+from recorder_testdata import KeptTransport, StepClock, configure, make_content, new_signer, record, trust_for
 
 from producers.evidence import seal, verify_capture
 from producers.recorder import Recorder
 from schemas.codec import decode, encode_capture
 
 
-class _Capture:
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-
-    def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
-        self.sent.append(value)
-        on_delivery(None)
-
-    def poll(self, timeout: float = 0.0) -> int:
-        return 0
-
-    def flush(self, timeout: float | None = None) -> int:
-        return 0
-
-    def close(self, timeout: float | None = None) -> None:
-        return None
-
-
 def test_recorded_bytes_equal_a_reference_seal() -> None:
     signer = new_signer()
-    transport = _Capture()
+    transport = KeptTransport()
     built: list[dict[str, Any]] = []
     rec = Recorder(agent_id="agt_pins", transport=transport, signer=signer, clock=StepClock())
     configure(rec)
