@@ -18,7 +18,6 @@ writers and raises its own errors. Ingest decodes through here.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -29,68 +28,61 @@ from schemas import codec
 __all__ = ["decode", "encode_capture"]
 
 _log = logging.getLogger("blackbox.native")
-_lock = threading.Lock()
-# (the core it was built by, its writer or None when the schema needs the codec, the header)
-_built: tuple[ModuleType, Any, bytes] | None = None
-# (the core it was built by, its reader or None when the schema needs the codec, the header)
-_reader: tuple[ModuleType, Any, bytes] | None = None
 _HEADER_LEN = len(codec.MAGIC) + 8
+
+
+def _new_writer(core: ModuleType) -> tuple[Any, bytes]:
+    """The core's capture writer (None when the schema needs the codec) and the header it writes."""
+    plan = codec.writer_plan("capture")
+    writer: Any = None
+    try:
+        writer = core.AvroWriter(plan.schema, list(plan.json_fields), dict(plan.converters), plan.pinned)
+    except ValueError as exc:  # a schema construct it does not handle: the codec writes it all
+        _log.warning("blackbox: the native core does not write captures (%s); the codec does", exc)
+    return writer, plan.header
+
+
+_writers: native.PerCore[tuple[Any, bytes]] = native.PerCore(_new_writer)
 
 
 def encode_capture(capture: Mapping[str, Any]) -> bytes:
     """Single-object Avro bytes of ``capture`` (see :func:`schemas.codec.encode_capture`)."""
     core = native.core()
     if core is not None:
-        built = _built if _built is not None and _built[0] is core else _build(core)
-        if built[1] is not None:
-            data: bytes | None = built[1].encode(capture, built[2])
+        writer, header = _writers(core)
+        if writer is not None:
+            data: bytes | None = writer.encode(capture, header)
             if data is not None:
                 return data
     return codec.encode_capture(capture)
 
 
-def _build(core: ModuleType) -> tuple[ModuleType, Any, bytes]:
-    global _built
-    with _lock:
-        if _built is not None and _built[0] is core:
-            return _built
-        plan = codec.writer_plan("capture")
-        writer: Any = None
-        try:
-            writer = core.AvroWriter(plan.schema, list(plan.json_fields), dict(plan.converters), plan.pinned)
-        except ValueError as exc:  # a schema construct it does not handle: the codec writes it all
-            _log.warning("blackbox: the native core does not write captures (%s); the codec does", exc)
-        _built = (core, writer, plan.header)
-        return _built
+def _new_reader(core: ModuleType) -> tuple[Any, bytes]:
+    """The core's capture reader (None when the schema needs the codec) and the header it reads."""
+    plan = codec.writer_plan("capture")
+    # What codec._capture_from_avro does besides parsing the JSON-text fields.
+    converters = {("AgentConfiguration", "samplingParameters"): codec._sampling_from_avro}
+    reader: Any = None
+    try:
+        reader = core.AvroReader(plan.schema, list(plan.json_fields), converters)
+    except (AttributeError, ValueError) as exc:  # an older core, or a construct it does not read
+        _log.warning("blackbox: the native core does not read captures (%s); the codec does", exc)
+    return reader, plan.header
+
+
+_readers: native.PerCore[tuple[Any, bytes]] = native.PerCore(_new_reader)
 
 
 def decode(data: bytes | bytearray | memoryview) -> codec.Decoded:
     """Decode single-object bytes of any known kind and version (see :func:`schemas.codec.decode`)."""
     core = native.core()
     if core is not None and isinstance(data, bytes):
-        built = _reader if _reader is not None and _reader[0] is core else _build_reader(core)
-        if built[1] is not None and data.startswith(built[2]):
-            value: dict[str, Any] | None = built[1].decode(data, _HEADER_LEN)
+        reader, header = _readers(core)
+        if reader is not None and data.startswith(header):
+            value: dict[str, Any] | None = reader.decode(data, _HEADER_LEN)
             if value is not None:
                 return codec.Decoded(kind="capture", schema=_CAPTURE_SCHEMA, value=value)
     return codec.decode(data)
 
 
 _CAPTURE_SCHEMA = codec.LATEST_SCHEMAS["capture"].name
-
-
-def _build_reader(core: ModuleType) -> tuple[ModuleType, Any, bytes]:
-    global _reader
-    with _lock:
-        if _reader is not None and _reader[0] is core:
-            return _reader
-        plan = codec.writer_plan("capture")
-        # What codec._capture_from_avro does besides parsing the JSON-text fields.
-        converters = {("AgentConfiguration", "samplingParameters"): codec._sampling_from_avro}
-        reader: Any = None
-        try:
-            reader = core.AvroReader(plan.schema, list(plan.json_fields), converters)
-        except (AttributeError, ValueError) as exc:  # an older core, or a construct it does not read
-            _log.warning("blackbox: the native core does not read captures (%s); the codec does", exc)
-        _reader = (core, reader, plan.header)
-        return _reader

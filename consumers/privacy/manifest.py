@@ -121,18 +121,18 @@ def reference_index_manifest_json(
     return _dumps(view)
 
 
-_writer_of: tuple[Any, Any] | None = None  # (core, its IndexViewWriter): native.reset() may swap the core
+def _new_view_writer(core: Any) -> Any:
+    """The core's IndexViewWriter built from the manifest's rules (one source of them), or None."""
+    return core.IndexViewWriter(*manifest_rules()) if hasattr(core, "IndexViewWriter") else None
+
+
+_view_writers: native.PerCore[Any] = native.PerCore(_new_view_writer)
 
 
 def _view_writer() -> Any:
-    """The core's IndexViewWriter built from the manifest's rules (one source of them), or None."""
-    global _writer_of
+    """The loaded core's IndexViewWriter, or None."""
     core = native.core()
-    if core is None or not hasattr(core, "IndexViewWriter"):
-        return None
-    if _writer_of is None or _writer_of[0] is not core:
-        _writer_of = (core, core.IndexViewWriter(*manifest_rules()))
-    return _writer_of[1]
+    return None if core is None else _view_writers(core)
 
 
 def signed_manifest(manifest_json: str, ids: IndexIds | None) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from producers import native
 from producers.evidence.canonical import JsonHashCache, fast_json_hash, json_hash, text_hash
 from schemas.errors import ContractError
 
@@ -168,17 +169,14 @@ class PartRef(NamedTuple):
         return fast_json_hash(content) or json_hash(content, path=self.path)
 
 
-_checker_of: tuple[Any, Any] | None = None  # (core, its PartChecker): native.reset() may swap the core
+def _new_part_checker(core: Any) -> Any:
+    slots = [(f.section, f.list_key, f.content_key, f.hash_key, f.kind == "text") for f in PART_FIELDS]
+    return core.PartChecker(slots)
 
 
-def part_checker(core: Any) -> Any:
-    """The native core's ``PartChecker`` (src/content.rs) over :data:`PART_FIELDS`, in their order:
-    verify's content check (``check``) and sealing's part loop (``fill``) in one call each."""
-    global _checker_of
-    if _checker_of is None or _checker_of[0] is not core:
-        slots = [(f.section, f.list_key, f.content_key, f.hash_key, f.kind == "text") for f in PART_FIELDS]
-        _checker_of = (core, core.PartChecker(slots))
-    return _checker_of[1]
+# The native core's ``PartChecker`` (src/content.rs) over :data:`PART_FIELDS`, in their order: verify's
+# content check (``check``) and sealing's part loop (``fill``) in one call each.
+part_checker: native.PerCore[Any] = native.PerCore(_new_part_checker)
 
 
 def record_tag(list_key: str, record: Mapping[str, Any]) -> str:

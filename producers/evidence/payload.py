@@ -96,17 +96,14 @@ def _native_signing_payload(core: Any, capture: dict[str, Any], *, fill_root: bo
     return SigningPayload(payload=payload, leaves=leaves)
 
 
-_writer_of: tuple[Any, Any] | None = None  # (core, its ManifestWriter): native.reset() may swap the core
+def _new_manifest_writer(core: Any) -> Any:
+    """The core's ManifestWriter, built from this package's tables (one source of the rules)."""
+    top_defaults, strips = manifest_rules()
+    memory = ("memoryState", "workingSetEntries", "contextPosition", "contextSetHash")
+    return core.ManifestWriter(top_defaults, strips, WORKING_SET_LEAF_KEYS, memory)
 
 
-def _manifest_writer(core: Any) -> Any:
-    """The core's ManifestWriter, built once from this package's tables (one source of the rules)."""
-    global _writer_of
-    if _writer_of is None or _writer_of[0] is not core:
-        top_defaults, strips = manifest_rules()
-        memory = ("memoryState", "workingSetEntries", "contextPosition", "contextSetHash")
-        _writer_of = (core, core.ManifestWriter(top_defaults, strips, WORKING_SET_LEAF_KEYS, memory))
-    return _writer_of[1]
+_manifest_writer: native.PerCore[Any] = native.PerCore(_new_manifest_writer)
 
 
 def python_signing_payload(capture: dict[str, Any], *, fill_root: bool) -> SigningPayload:

@@ -20,11 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+from collections.abc import Callable
 from types import ModuleType
+from typing import Generic, TypeVar
 
 from schemas.errors import NativeCoreUnavailable
 
-__all__ = ["ABI", "core", "reset", "status"]
+__all__ = ["ABI", "PerCore", "core", "reset", "status"]
 
 # The behaviour version this Python code expects; a stale build of the Rust sources is refused.
 ABI = 8
@@ -54,6 +56,36 @@ def reset() -> None:
     global _loaded, _module, _status
     with _lock:
         _loaded, _module, _status = False, None, "not loaded yet"
+
+
+T = TypeVar("T")
+
+
+class PerCore(Generic[T]):
+    """What a module builds from the loaded core (a writer, a checker), built once per core:
+    :func:`reset` may load another core, and a call with it builds again. ``make(core)`` runs under
+    a lock, once per core however many threads ask at the same time."""
+
+    __slots__ = ("_built", "_lock", "_make")
+
+    def __init__(self, make: Callable[[ModuleType], T]) -> None:
+        self._make = make
+        self._built: tuple[ModuleType, T] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, core: ModuleType) -> T:
+        built = self._built
+        if built is None or built[0] is not core:
+            with self._lock:
+                built = self._built
+                if built is None or built[0] is not core:
+                    built = (core, self._make(core))
+                    self._built = built
+        return built[1]
+
+    def forget(self) -> None:
+        """Build again at the next call (for tests that change what ``make`` reads)."""
+        self._built = None
 
 
 def _load() -> ModuleType | None:

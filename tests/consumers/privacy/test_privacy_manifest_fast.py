@@ -25,6 +25,7 @@ from consumers.ingest.prepare import _remembering
 from consumers.privacy import manifest as privacy_manifest
 from consumers.privacy.ids import IndexIds
 from consumers.privacy.manifest import IDENTIFIERS, INDEX_VIEW, index_manifest_json, signed_manifest
+from producers import native
 from producers.avro import decode  # what ingest decodes with
 from producers.evidence.manifest import manifest_view
 from schemas.codec import encode_capture
@@ -164,7 +165,8 @@ def test_the_native_comparison_fails_when_the_rules_change(monkeypatch: pytest.M
     top_defaults, strips = privacy_manifest.manifest_rules()
     keeping = [(name, frozenset[str](), lists, defaults) for name, _drop, lists, defaults in strips]
     monkeypatch.setattr(privacy_manifest, "manifest_rules", lambda: (top_defaults, keeping))
-    monkeypatch.setattr(privacy_manifest, "_writer_of", None)
+    # a memo of its own, built from the patched rules; the module's own is back after the test
+    monkeypatch.setattr(privacy_manifest, "_view_writers", native.PerCore(privacy_manifest._new_view_writer))
     capture = make_capture(1, tag="fast", size=2_000)
     with native_mode("require"):
         assert index_manifest_json(capture, KEYS[0]) != _reference_index_manifest_json(capture, KEYS[0])
