@@ -28,13 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_producer import (
     VARIANTS,
-    NullTransport,
     create_topic,
     delete_topic,
     encoded_captures,
     floor,
 )
-from recorder_testdata import configure, make_content, new_signer, record
+from recorder_testdata import NullTransport, configure, make_content, new_signer, record
 
 from producers import recorder as recorder_module
 from producers.policy import CapturePolicy

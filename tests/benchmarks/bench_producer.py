@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "tests" / "producers" / "recorder"))
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from recorder_testdata import configure, make_content, new_signer, record
+from recorder_testdata import NullTransport, configure, make_content, new_signer, record
 
 from producers.policy import CapturePolicy
 from producers.recorder import Recorder
@@ -77,27 +77,6 @@ def delete_topic(bootstrap: str, topic: str) -> None:
     for future in admin.delete_topics([topic]).values():
         with contextlib.suppress(Exception):
             future.result(30)
-
-
-class NullTransport:
-    """Delivers at once and keeps nothing (``keep``: a list to append each sent value to)."""
-
-    def __init__(self, keep: list[bytes] | None = None) -> None:
-        self.keep = keep
-
-    def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
-        if self.keep is not None:
-            self.keep.append(value)
-        on_delivery(None)
-
-    def poll(self, timeout: float = 0.0) -> int:
-        return 0
-
-    def flush(self, timeout: float | None = None) -> int:
-        return 0
-
-    def close(self, timeout: float | None = None) -> None:
-        return None
 
 
 def open_transport(bootstrap: str, topic: str | None) -> Any:

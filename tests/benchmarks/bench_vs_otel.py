@@ -192,7 +192,7 @@ def run_otel(contents: list[Any], *, warmup: int, count: int) -> dict[str, Any]:
 
 # --- blackbox -------------------------------------------------------------------------------------------
 def run_blackbox(contents: list[Any], *, warmup: int, count: int) -> dict[str, Any]:
-    from recorder_testdata import configure, new_signer, record
+    from recorder_testdata import NullTransport, configure, new_signer, record
 
     from producers.recorder import Recorder
 
@@ -205,20 +205,11 @@ def run_blackbox(contents: list[Any], *, warmup: int, count: int) -> dict[str, A
 
     sent = [0, 0]
 
-    class Discarding:
+    class Discarding(NullTransport):
         def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
             sent[0] += 1
             sent[1] += len(value)
             on_delivery(None)
-
-        def poll(self, timeout: float = 0.0) -> int:
-            return 0
-
-        def flush(self, timeout: float | None = None) -> int:
-            return 0
-
-        def close(self, timeout: float | None = None) -> None:
-            return None
 
     errors: list[Any] = []
     rec = Recorder.from_settings(

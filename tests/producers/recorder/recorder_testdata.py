@@ -97,14 +97,16 @@ TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-class KeptTransport:
-    """Delivers at once and keeps each sent value in ``sent``."""
+class NullTransport:
+    """Delivers at once and keeps nothing (``keep``: a list to append each sent value to). Test
+    transports that send otherwise subclass it for the rest of the protocol."""
 
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
+    def __init__(self, keep: list[bytes] | None = None) -> None:
+        self.keep = keep
 
     def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
-        self.sent.append(value)
+        if self.keep is not None:
+            self.keep.append(value)
         on_delivery(None)
 
     def poll(self, timeout: float = 0.0) -> int:
@@ -115,6 +117,14 @@ class KeptTransport:
 
     def close(self, timeout: float | None = None) -> None:
         return None
+
+
+class KeptTransport(NullTransport):
+    """Delivers at once and keeps each sent value in ``sent``."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        super().__init__(self.sent)
 
 
 def new_signer(name: str | None = "did:test:agent") -> Signer:

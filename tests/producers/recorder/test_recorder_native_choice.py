@@ -5,25 +5,16 @@ from __future__ import annotations
 import sys
 
 import pytest
-from recorder_testdata import new_signer
+from recorder_testdata import NullTransport, new_signer
 
 from producers import native
 from producers.recorder import Recorder
 from schemas.errors import NativeCoreUnavailable
 
 
-class _Null:
+class _Null(NullTransport):
     def send(self, key: bytes, value: bytes, on_delivery: object) -> None:
         raise AssertionError("nothing is sent by a recorder that was refused")
-
-    def poll(self, timeout: float = 0.0) -> int:
-        return 0
-
-    def flush(self, timeout: float | None = None) -> int:
-        return 0
-
-    def close(self, timeout: float | None = None) -> None:
-        return None
 
 
 def test_require_without_the_core_refuses_the_recorder_on_construction(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recorder_testdata import StepClock, configure, make_content, new_signer, record, trust_for
+from recorder_testdata import NullTransport, StepClock, configure, make_content, new_signer, record, trust_for
 
 from producers.blobstore import LocalBlobStore
 from producers.claimcheck import resolve_claim_check
@@ -272,7 +272,7 @@ def test_flag_consequential_emits_a_signed_flag_after_the_capture(
 # --- failures never reach the agent ----------------------------------------------------------------
 
 
-class BlockingTransport:
+class BlockingTransport(NullTransport):
     """Accepts nothing until released: the worker blocks in send(), the queue fills up."""
 
     def __init__(self) -> None:
@@ -283,12 +283,6 @@ class BlockingTransport:
         self.release.wait(30)
         self.sent.append(value)
         on_delivery(None)
-
-    def poll(self, timeout: float = 0.0) -> int:
-        return 0
-
-    def flush(self, timeout: float | None = None) -> int:
-        return 0
 
     def close(self, timeout: float | None = None) -> None:
         self.release.set()

@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from recorder_testdata import configure, make_content, new_signer, record, record_tiny
+from recorder_testdata import NullTransport, configure, make_content, new_signer, record, record_tiny
 
 from producers.flight import FlightPolicy
 from producers.pipeline import prepare_capture
@@ -122,7 +122,7 @@ def test_prepare_capture_pauses_after_redaction_and_after_sealing() -> None:
     assert calls == ["pause"]  # no redaction: only after sealing
 
 
-class SpinningTransport:
+class SpinningTransport(NullTransport):
     """Each send holds the GIL for ``spin`` seconds (pure Python): a busy worker stage."""
 
     def __init__(self, spin: float) -> None:
@@ -135,15 +135,6 @@ class SpinningTransport:
             pass
         self.sent += 1
         on_delivery(None)
-
-    def poll(self, timeout: float = 0.0) -> int:
-        return 0
-
-    def flush(self, timeout: float | None = None) -> int:
-        return 0
-
-    def close(self, timeout: float | None = None) -> None:
-        return None
 
 
 def test_a_runtime_thread_waiting_for_the_gil_gets_it_at_the_workers_next_rest() -> None:
@@ -224,20 +215,7 @@ def _built_capture() -> dict[str, Any]:
     """One decision as the recorder's worker builds it (unsealed), without a worker."""
     built: list[Any] = []
 
-    class Sink:
-        def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
-            on_delivery(None)
-
-        def poll(self, timeout: float = 0.0) -> int:
-            return 0
-
-        def flush(self, timeout: float | None = None) -> int:
-            return 0
-
-        def close(self, timeout: float | None = None) -> None:
-            return None
-
-    rec = Recorder(agent_id="agt_turns", transport=Sink(), signer=new_signer(), redact="off")
+    rec = Recorder(agent_id="agt_turns", transport=NullTransport(), signer=new_signer(), redact="off")
     rec._submit_decision = built.append  # type: ignore[method-assign]
     configure(rec)
     record(rec, make_content(5_000, seed=1), consequential=True)
