@@ -636,24 +636,23 @@ class DecisionBuilder:
         self._rendered = None
         return True
 
-    def _unpack(self) -> None:
-        packed, self._packed = self._packed, None
-        if packed is not None:
-            (
-                self._request,
-                self._memory,
-                self._tool_calls,
-                self._externals,
-                self._final,
-                self._rendered,
-            ) = marshal.loads(packed)
+    def _unpack(self, packed: bytes) -> None:
+        self._packed = None
+        (
+            self._request,
+            self._memory,
+            self._tool_calls,
+            self._externals,
+            self._final,
+            self._rendered,
+        ) = marshal.loads(packed)
 
     # --- the worker's side ---------------------------------------------------------------------
     def to_capture(self) -> dict[str, Any]:
         """The capture in JSON form, unsealed (hashes and signature null); ``captureLevel`` null
         means "let the policy decide". Called on the recorder's worker thread."""
         if self._packed is not None:
-            self._unpack()
+            self._unpack(self._packed)
         config = self._config or self._recorder.default_config or _UNCONFIGURED
         rendered = self._rendered
         final = self._final
