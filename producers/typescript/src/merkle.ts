@@ -1,0 +1,77 @@
+/**
+ * RFC 6962 §2.1 Merkle tree hash and the working-set root (`memoryState.contextSetHash`), as
+ * `producers/evidence/merkle.py`: one leaf per entry in `contextPosition` order, the leaf being the
+ * RFC 8785 form (nulls omitted) of the entry's leaf fields.
+ */
+import { createHash } from "node:crypto";
+import { ContractError } from "./errors.js";
+import { canonicalJson, isPlainObject } from "./canonical.js";
+
+export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
+export const WORKING_SET_LEAF_KEYS = [
+  "entryId",
+  "tier",
+  "provenance",
+  "renderedContentHash",
+  "contextPosition",
+  "retrievalScore",
+  "retrievalMethod",
+  "embeddingModel",
+  "embeddingVersion",
+] as const;
+
+const ENTRIES = "memoryState.workingSetEntries";
+const LEAF = Buffer.from([0]);
+const NODE = Buffer.from([1]);
+
+function sha256(...parts: Buffer[]): Buffer {
+  const hash = createHash("sha256");
+  for (const part of parts) hash.update(part);
+  return hash.digest();
+}
+
+/** The RFC 6962 Merkle tree hash of `leaves` (raw leaf data); 32 bytes. */
+export function merkleRoot(leaves: readonly Buffer[]): Buffer {
+  if (leaves.length === 0) return sha256();
+  let level = leaves.map((leaf) => sha256(LEAF, leaf));
+  while (level.length > 1) {
+    const next: Buffer[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) next.push(sha256(NODE, level[i]!, level[i + 1]!));
+    if (level.length % 2) next.push(level[level.length - 1]!);
+    level = next;
+  }
+  return level[0]!;
+}
+
+/** Indices of `entries` in `contextPosition` order; `ContractError` naming the entry otherwise. */
+export function positionOrder(entries: readonly unknown[]): number[] {
+  const keyed: [number, number][] = [];
+  entries.forEach((entry, index) => {
+    if (!isPlainObject(entry)) throw new ContractError("a working-set entry must be a JSON object", `${ENTRIES}[${index}]`);
+    const position = entry["contextPosition"];
+    if (typeof position !== "number" || !Number.isSafeInteger(position)) {
+      throw new ContractError(
+        `entry ${String(entry["entryId"])}: contextPosition must be an integer, got ${JSON.stringify(position) ?? "undefined"}`,
+        `${ENTRIES}[${index}].contextPosition`,
+      );
+    }
+    keyed.push([position, index]);
+  });
+  keyed.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  for (let i = 1; i < keyed.length; i++) {
+    if (keyed[i]![0] === keyed[i - 1]![0]) {
+      throw new ContractError(`two working-set entries share contextPosition ${keyed[i]![0]}`, `${ENTRIES}[${keyed[i]![1]}].contextPosition`);
+    }
+  }
+  return keyed.map(([, index]) => index);
+}
+
+/** Leaf bytes of the working set in `contextPosition` order. */
+export function workingSetLeaves(entries: readonly unknown[]): Buffer[] {
+  return positionOrder(entries).map((index) => {
+    const entry = entries[index] as Record<string, unknown>;
+    const leaf: Record<string, unknown> = {};
+    for (const key of WORKING_SET_LEAF_KEYS) leaf[key] = entry[key] ?? null;
+    return canonicalJson(leaf, { omitNulls: true, path: `${ENTRIES}[${index}]` });
+  });
+}
