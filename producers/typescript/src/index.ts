@@ -9,3 +9,8 @@ export { Signer, keyId, keyIdFromRef } from "./keys.js";
 export { SIGNATURE_ALGORITHM, seal, type SealOptions } from "./seal.js";
 export { MAGIC, encodeCapture, encodeEvent, fingerprint, header, type Kind } from "./avro.js";
 export { pythonFloat, pythonJsonText, pythonNumber } from "./pyjson.js";
+export { Decision, currentDecision, type AgentConfig, type ContextSpan, type DecisionOptions, type FinishOptions, type MemoryEntry } from "./decision.js";
+export { Recorder, FLAG_PAYLOAD_TYPE, type RecorderOptions, type RecorderStats } from "./recorder.js";
+export { SpoolTransport, TransportError, containerFile, type Message, type Transport } from "./spool.js";
+export { captureLevel, isSampled, stripContent, DEFAULT_SAMPLE_ONE_IN, type CaptureLevel } from "./policy.js";
+export { newDecisionId, timestamp } from "./ids.js";

@@ -1,0 +1,289 @@
+/**
+ * The Recorder: what a Node agent holds. Decisions are built on the agent's path (snapshots only);
+ * sealing, the capture policy, Avro encoding and delivery run in a worker turn scheduled with
+ * `setImmediate`, in batches, off the call that finished the decision. The queue is bounded: when
+ * it is full a routine decision is dropped and counted; nothing here throws into the agent
+ * (problems go to `onError` and `stats`).
+ *
+ * Flight recorder: the full sealed content of routine decisions sent structured-only is held for
+ * `flightWindowMs` (bounded by `flightMaxBytes`, oldest evicted first); `flagConsequential(id)`
+ * within the window sends a signed flag event and the full capture, as the Python Recorder does.
+ */
+import { canonicalJson } from "./canonical.js";
+import { Decision, currentDecisionStorage, type AgentConfig, type DecisionOptions, type DecisionSink } from "./decision.js";
+import { pae } from "./dsse.js";
+import { encodeCapture, encodeEvent } from "./avro.js";
+import { timestamp } from "./ids.js";
+import type { Signer } from "./keys.js";
+import { DEFAULT_SAMPLE_ONE_IN, captureLevel, stripContent } from "./policy.js";
+import { seal } from "./seal.js";
+import type { Message, Transport } from "./spool.js";
+
+export const FLAG_PAYLOAD_TYPE = "application/vnd.blackbox.flag+json;version=v1";
+
+export interface RecorderOptions {
+  readonly agentId: string;
+  readonly runtimeId?: string;
+  readonly signer: Signer;
+  readonly transport: Transport;
+  readonly sampleOneIn?: number;
+  readonly queueSize?: number;
+  readonly batchSize?: number;
+  readonly config?: AgentConfig;
+  readonly retentionDays?: number | null;
+  readonly replayAccessScope?: "operator" | "regulator" | "counterparty";
+  readonly flightWindowMs?: number;
+  readonly flightMaxBytes?: number;
+  readonly onError?: (problem: { decisionId: string | undefined; message: string }) => void;
+}
+
+export interface RecorderStats {
+  submitted: number;
+  delivered: number;
+  dropped: number;
+  failed: number;
+  unrecordable: number;
+  flagsSent: number;
+  flightHeld: number;
+  flightEvicted: number;
+}
+
+interface Held {
+  readonly sealed: Record<string, unknown>;
+  readonly at: number;
+  readonly size: number;
+}
+
+export class Recorder implements DecisionSink {
+  readonly agentId: string;
+  readonly runtimeId: string | null;
+  readonly defaultConfig: AgentConfig | undefined;
+  readonly replayPolicy: { retentionDays: number | null; piiRedacted: boolean; replayAccessScope: string };
+  readonly stats: RecorderStats = { submitted: 0, delivered: 0, dropped: 0, failed: 0, unrecordable: 0, flagsSent: 0, flightHeld: 0, flightEvicted: 0 };
+  readonly #signer: Signer;
+  readonly #transport: Transport;
+  readonly #sampleOneIn: number;
+  readonly #queueSize: number;
+  readonly #batchSize: number;
+  readonly #flightWindowMs: number;
+  readonly #flightMaxBytes: number;
+  readonly #onError: RecorderOptions["onError"];
+  readonly #key: Buffer;
+  #queue: (Decision | Message)[] = [];
+  #scheduled = false;
+  #inFlight: Promise<void> = Promise.resolve();
+  readonly #flight = new Map<string, Held>();
+  #flightBytes = 0;
+
+  constructor(options: RecorderOptions) {
+    this.agentId = options.agentId;
+    this.runtimeId = options.runtimeId ?? null;
+    this.defaultConfig = options.config;
+    this.replayPolicy = {
+      retentionDays: options.retentionDays === undefined ? 365 : options.retentionDays,
+      piiRedacted: false,
+      replayAccessScope: options.replayAccessScope ?? "operator",
+    };
+    this.#signer = options.signer;
+    this.#transport = options.transport;
+    this.#sampleOneIn = options.sampleOneIn ?? DEFAULT_SAMPLE_ONE_IN;
+    this.#queueSize = options.queueSize ?? 10_000;
+    this.#batchSize = options.batchSize ?? 256;
+    this.#flightWindowMs = options.flightWindowMs ?? 15 * 60_000;
+    this.#flightMaxBytes = options.flightMaxBytes ?? 64 * 1024 * 1024;
+    this.#onError = options.onError;
+    this.#key = Buffer.from(this.agentId, "utf8");
+  }
+
+  /** A decision; with `fn`, it is the current decision (AsyncLocalStorage) while `fn` runs, and
+   * is finished with no output if `fn` did not finish it (a throw is recorded as a failure and rethrown). */
+  decision(options?: DecisionOptions): Decision;
+  decision<T>(options: DecisionOptions, fn: (decision: Decision) => T): T;
+  decision<T>(options: DecisionOptions = {}, fn?: (decision: Decision) => T): Decision | T {
+    const decision = new Decision(this, options);
+    if (fn === undefined) return decision;
+    const close = (error?: unknown): void => {
+      if (decision.finished) return;
+      if (error === undefined) decision.finish({ output: null, stopReason: null });
+      else decision.finish({ output: null, stopReason: "error", outcome: "failure", outcomeReason: String(error) });
+    };
+    return currentDecisionStorage.run(decision, () => {
+      let result: T;
+      try {
+        result = fn(decision);
+      } catch (error) {
+        close(error);
+        throw error;
+      }
+      if (result instanceof Promise) {
+        return result.then(
+          (value: unknown) => {
+            close();
+            return value;
+          },
+          (error: unknown) => {
+            close(error);
+            throw error;
+          },
+        ) as T;
+      }
+      close();
+      return result;
+    });
+  }
+
+  submit(decision: Decision): void {
+    this.stats.submitted += 1;
+    if (decision.problems.length > 0) this.stats.unrecordable += 1;
+    if (this.#queue.length >= this.#queueSize) {
+      this.stats.dropped += 1;
+      this.#report(decision.decisionId, `queue full (${this.#queueSize}): decision dropped`);
+      return;
+    }
+    this.#queue.push(decision);
+    this.#schedule();
+  }
+
+  /** Upgrade a decision after the fact: a signed flag event, and its full capture while the flight recorder holds it. */
+  flagConsequential(decisionId: string, reason: string, options: { failure?: boolean } = {}): boolean {
+    try {
+      const unsigned = { decisionId, agentId: this.agentId, reason, flaggedAt: timestamp(), failure: options.failure === true };
+      const signature = this.#signer.sign(pae(FLAG_PAYLOAD_TYPE, canonicalJson(unsigned, { path: "flag" })));
+      const event = { ...unsigned, signature: { algorithm: "ed25519", publicKeyRef: this.#signer.publicKeyRef, signatureBytes: "base64:" + signature.toString("base64") } };
+      this.#queue.push({ key: this.#key, value: encodeEvent("flag", event) });
+      this.stats.flagsSent += 1;
+      const held = this.#take(decisionId);
+      if (held === undefined) {
+        this.#report(decisionId, "flagged, but the flight recorder no longer holds its content (only the flag is sent)");
+      } else {
+        const full = structuredClone(held.sealed);
+        full["captureLevel"] = "full";
+        full["consequential"] = { flagged: true, reason };
+        (full["signature"] as Record<string, unknown>)["signatureBytes"] = null;
+        this.#queue.push({ key: this.#key, value: encodeCapture(seal(full, this.#signer, { inPlace: true })) });
+      }
+      this.#schedule();
+      return held !== undefined;
+    } catch (error) {
+      this.#report(decisionId, `flag_consequential: ${String(error)}`);
+      return false;
+    }
+  }
+
+  /** Resolves once everything queued so far is delivered (or reported). */
+  async flush(): Promise<void> {
+    while (this.#queue.length > 0 || this.#scheduled) {
+      if (!this.#scheduled) this.#schedule();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      await this.#inFlight;
+    }
+    await this.#inFlight;
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    await this.#transport.close();
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#inFlight = this.#inFlight.then(() => this.#turn());
+    });
+  }
+
+  async #turn(): Promise<void> {
+    const batch = this.#queue.splice(0, this.#batchSize);
+    const messages: Message[] = [];
+    const ids: (string | undefined)[] = [];
+    for (const item of batch) {
+      if (item instanceof Decision) {
+        const message = this.#seal(item);
+        if (message !== undefined) {
+          messages.push(message);
+          ids.push(item.decisionId);
+        }
+      } else {
+        messages.push(item);
+        ids.push(undefined);
+      }
+    }
+    try {
+      await this.#transport.send(messages);
+      this.stats.delivered += messages.length;
+    } catch (error) {
+      this.stats.failed += messages.length;
+      this.#report(undefined, `delivery failed for ${messages.length} messages: ${String(error)}`);
+    }
+    this.#scheduled = false;
+    if (this.#queue.length > 0) this.#schedule();
+  }
+
+  #seal(decision: Decision): Message | undefined {
+    const capture = decision.toCapture();
+    if (capture === undefined) {
+      this.stats.failed += 1;
+      this.#report(decision.decisionId, "the decision could not be built");
+      return undefined;
+    }
+    try {
+      const consequential = decision.consequential || this.#failure(capture) !== undefined;
+      if (consequential && !decision.consequential) {
+        capture["consequential"] = { flagged: true, reason: `failure indicator: ${this.#failure(capture)}` };
+      }
+      const level = captureLevel(decision.decisionId, consequential, this.#sampleOneIn);
+      capture["captureLevel"] = level;
+      const sealed = seal(capture, this.#signer, { inPlace: true });
+      if (level !== "structured-only") return { key: this.#key, value: encodeCapture(sealed) };
+      this.#hold(decision.decisionId, sealed);
+      return { key: this.#key, value: encodeCapture(stripContent(sealed)) };
+    } catch (error) {
+      this.stats.failed += 1;
+      this.#report(decision.decisionId, `sealing failed: ${String(error)}`);
+      return undefined;
+    }
+  }
+
+  #failure(capture: Record<string, unknown>): string | undefined {
+    const trace = capture["executionTrace"] as { toolCalls: { errorRef: unknown; toolName: unknown }[]; stopReason: unknown };
+    for (const call of trace.toolCalls) if (call.errorRef) return `tool error in ${String(call.toolName)}`;
+    if (trace.stopReason === "error") return "stop_reason error";
+    const outcome = capture["outcome"] as { status: unknown; reason: unknown };
+    if (outcome.status === "failure") return typeof outcome.reason === "string" && outcome.reason ? `outcome failure (${outcome.reason})` : "outcome failure";
+    return undefined;
+  }
+
+  #hold(decisionId: string, sealed: Record<string, unknown>): void {
+    if (this.#flightWindowMs <= 0 || this.#flightMaxBytes <= 0) return;
+    const now = Date.now();
+    const size = JSON.stringify(sealed).length;
+    this.#flight.set(decisionId, { sealed, at: now, size });
+    this.#flightBytes += size;
+    this.stats.flightHeld = this.#flight.size;
+    for (const [id, held] of this.#flight) {
+      if (this.#flightBytes <= this.#flightMaxBytes && now - held.at <= this.#flightWindowMs) break;
+      this.#flight.delete(id);
+      this.#flightBytes -= held.size;
+      this.stats.flightEvicted += 1;
+    }
+    this.stats.flightHeld = this.#flight.size;
+  }
+
+  #take(decisionId: string): Held | undefined {
+    const held = this.#flight.get(decisionId);
+    if (held === undefined) return undefined;
+    this.#flight.delete(decisionId);
+    this.#flightBytes -= held.size;
+    this.stats.flightHeld = this.#flight.size;
+    return Date.now() - held.at <= this.#flightWindowMs ? held : undefined;
+  }
+
+  #report(decisionId: string | undefined, message: string): void {
+    try {
+      this.#onError?.({ decisionId, message });
+    } catch {
+      // a failing error handler must not reach the agent either
+    }
+  }
+}
