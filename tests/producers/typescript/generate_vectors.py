@@ -41,6 +41,7 @@ from producers.evidence.dsse import b64encode  # noqa: E402
 from producers.evidence.keys import Signer  # noqa: E402
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE  # noqa: E402
 from producers.evidence.payload import python_signing_payload  # noqa: E402
+from producers.policy import CapturePolicy  # noqa: E402
 from schemas import codec  # noqa: E402
 from schemas.errors import ContractError  # noqa: E402
 
@@ -292,6 +293,19 @@ def capture_vectors(signer: Signer) -> list[dict[str, Any]]:
     return vectors
 
 
+def sampling_vectors() -> dict[str, Any]:
+    """Which decision ids the capture policy samples, for several one-in-N."""
+    rng = random.Random(100)
+    crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    ids = ["dec_" + "".join(rng.choice(crockford) for _ in range(26)) for _ in range(400)] + ["dec_日本語"]
+    return {
+        "ids": ids,
+        "sampled": {
+            str(n): [i for i in ids if CapturePolicy(sample_one_in=n).is_sampled(i)] for n in (0, 1, 2, 3, 7, 100)
+        },
+    }
+
+
 def build() -> dict[str, Any]:
     signer = Signer.from_seed(SEED, name=KEY_NAME)
     return {
@@ -319,6 +333,7 @@ def build() -> dict[str, Any]:
             for message in (b"", b"blackbox", pae(MANIFEST_PAYLOAD_TYPE, b"{}"))
         ],
         "captures": capture_vectors(signer),
+        "sampling": sampling_vectors(),
     }
 
 

@@ -1,0 +1,97 @@
+/** The Recorder: the policy chooses as Python does, nothing reaches the agent, losses are counted. */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { Recorder, Signer, currentDecision, isSampled, type Message, type Transport } from "../src/index.js";
+
+const vectors = JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as {
+  key: { seed: string };
+  sampling: { ids: string[]; sampled: Record<string, string[]> };
+};
+const signer = Signer.fromSeed(Buffer.from(vectors.key.seed, "base64"), { name: "did:blackbox:test" });
+
+class Kept implements Transport {
+  readonly sent: Message[] = [];
+  async send(messages: readonly Message[]): Promise<void> {
+    this.sent.push(...messages);
+  }
+  async close(): Promise<void> {}
+}
+
+class Refusing implements Transport {
+  async send(): Promise<void> {
+    throw new Error("broker down");
+  }
+  async close(): Promise<void> {}
+}
+
+test("the sampled decisions are the ones Python samples", () => {
+  for (const [oneIn, sampled] of Object.entries(vectors.sampling.sampled)) {
+    const ours = vectors.sampling.ids.filter((id) => isSampled(id, Number(oneIn)));
+    assert.deepEqual(ours, sampled, `one in ${oneIn}`);
+  }
+});
+
+test("a full queue drops routine decisions, counted and reported, never thrown", async () => {
+  const problems: string[] = [];
+  const transport = new Kept();
+  const rec = new Recorder({ agentId: "agt", signer, transport, queueSize: 2, onError: (p) => problems.push(p.message) });
+  for (let i = 0; i < 5; i++) rec.decision({ request: { i } }).finish({ output: String(i) });
+  assert.equal(rec.stats.dropped, 3);
+  assert.equal(problems.filter((p) => p.includes("queue full")).length, 3);
+  await rec.close();
+  assert.equal(transport.sent.length, 2);
+  assert.equal(rec.stats.delivered, 2);
+});
+
+test("delivery failures, a throwing error handler and values that are not JSON never reach the agent", async () => {
+  const rec = new Recorder({
+    agentId: "agt",
+    signer,
+    transport: new Refusing(),
+    onError: () => {
+      throw new Error("handler bug");
+    },
+  });
+  const circular: Record<string, unknown> = {};
+  circular["self"] = circular;
+  const d = rec.decision({ request: circular });
+  d.addToolCall({ name: "t", input: { n: Number.NaN }, output: new Map() });
+  d.observeExternal({ key: "k", value: 10n });
+  assert.equal(d.finish({ output: "ok" }), d.decisionId);
+  assert.equal(d.finish({ output: "twice" }), d.decisionId);
+  await rec.close();
+  assert.equal(rec.stats.failed, 1);
+  assert.equal(rec.stats.unrecordable, 1);
+  assert.equal(d.problems.length, 4);
+});
+
+test("the current decision follows async work inside decision(); a throw is recorded and rethrown", async () => {
+  const transport = new Kept();
+  const rec = new Recorder({ agentId: "agt", signer, transport, sampleOneIn: 1 });
+  assert.equal(currentDecision(), undefined);
+  const id = await rec.decision({}, async (d) => {
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    assert.equal(currentDecision(), d);
+    return d.decisionId;
+  });
+  assert.match(id, /^dec_[0-9A-HJKMNP-TV-Z]{26}$/);
+  await assert.rejects(rec.decision({}, async () => {
+    throw new Error("tool exploded");
+  }), /tool exploded/);
+  assert.equal(currentDecision(), undefined);
+  await rec.close();
+  assert.equal(transport.sent.length, 2);
+  const failed = transport.sent[1]!.value.toString("latin1");
+  assert.ok(failed.includes("tool exploded") && failed.includes("failure indicator"), "captured in full as a failure");
+});
+
+test("the agent's call returns before any sealing: finish() only queues", async () => {
+  const transport = new Kept();
+  const rec = new Recorder({ agentId: "agt", signer, transport });
+  rec.decision({ consequential: true }).finish({ output: "x".repeat(20_000) });
+  assert.equal(transport.sent.length, 0);
+  await rec.flush();
+  assert.equal(transport.sent.length, 1);
+  assert.equal(transport.sent[0]!.key.toString(), "agt");
+});
