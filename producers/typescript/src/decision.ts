@@ -9,6 +9,8 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { canonicalText } from "./canonical.js";
 import { newDecisionId, timestamp } from "./ids.js";
+import { assemble } from "./wire/assemble.js";
+import type { Exchange } from "./wire/exchange.js";
 
 export interface AgentConfig {
   readonly model: string;
@@ -93,10 +95,13 @@ export class Decision {
   readonly #memory: Record<string, unknown>[] = [];
   readonly #toolCalls: Record<string, unknown>[] = [];
   readonly #externals: Record<string, unknown>[] = [];
-  readonly modelCalls: Record<string, unknown>[] = [];
+  /** HTTP attempts a wire capture attached (see `captureFetch`), assembled on the worker. */
+  readonly exchanges: Exchange[] = [];
+  /** Response bodies still being read (teed); the worker waits for them before building. */
+  readonly pending: Promise<void>[] = [];
   #rendered: { format: string; text: string; spans: ContextSpan[] } | null = null;
   #finished = false;
-  #capture: Record<string, unknown> | undefined;
+  #finish: FinishOptions | undefined;
 
   constructor(sink: DecisionSink, options: DecisionOptions = {}) {
     const now = Date.now();
@@ -131,6 +136,7 @@ export class Decision {
   }
 
   configure(config: AgentConfig): this {
+    if (this.#finished) return this; // the capture is already queued
     this.#config = {
       ...config,
       toolSchema: this.#snapshot(config.toolSchema, "agentConfiguration.toolSchemaJson"),
@@ -140,11 +146,13 @@ export class Decision {
   }
 
   setRequest(payload: unknown): this {
+    if (this.#finished) return this; // the capture is already queued
     this.#request = this.#snapshot(payload, "input.requestPayload");
     return this;
   }
 
   addMemory(entry: MemoryEntry): this {
+    if (this.#finished) return this; // the capture is already queued
     const provenance = entry.provenance ?? {};
     this.#memory.push({
       entryId: String(entry.entryId),
@@ -167,6 +175,7 @@ export class Decision {
 
   /** The exact text the model received, with byte spans (UTF-8 offsets) naming its parts. */
   setRenderedContext(text: string, options: { spans?: readonly ContextSpan[]; format?: string } = {}): this {
+    if (this.#finished) return this; // the capture is already queued
     this.#rendered = {
       format: options.format ?? "openai.chat.messages+json",
       text: String(text),
@@ -176,6 +185,7 @@ export class Decision {
   }
 
   addToolCall(call: { name: string; input: unknown; output: unknown; latencyMs?: number; errorRef?: string }): this {
+    if (this.#finished) return this; // the capture is already queued
     const index = this.#toolCalls.length;
     this.#toolCalls.push({
       sequence: index + 1,
@@ -191,6 +201,7 @@ export class Decision {
   }
 
   observeExternal(external: { key: string; value: unknown; source?: string; capturedAt?: string }): this {
+    if (this.#finished) return this; // the capture is already queued
     const index = this.#externals.length;
     this.#externals.push({
       key: String(external.key),
@@ -212,18 +223,30 @@ export class Decision {
   finish(options: FinishOptions): string {
     if (this.#finished) return this.decisionId;
     this.#finished = true;
-    try {
-      this.#capture = this.#build(options);
-    } catch (error) {
-      this.#problems.push(`finish: ${String(error)}`);
-    }
+    this.#finish = options;
     this.#sink.submit(this);
     return this.decisionId;
   }
 
-  /** The capture in JSON form, unsealed; undefined when finish() could not build it. */
+  /** The capture in JSON form, unsealed (called on the worker, after `pending` settled);
+   * undefined when it could not be built. */
   toCapture(): Record<string, unknown> | undefined {
-    return this.#capture;
+    if (this.#finish === undefined) return undefined;
+    try {
+      const capture = this.#build(this.#finish);
+      if (this.exchanges.length > 0) {
+        const problems: string[] = [];
+        assemble(capture, this.exchanges, problems);
+        if (problems.length > 0) {
+          const outcome = capture["outcome"] as { reason: string | null };
+          outcome.reason = [outcome.reason, ...problems].filter(Boolean).join("; ");
+        }
+      }
+      return capture;
+    } catch (error) {
+      this.#problems.push(`finish: ${String(error)}`);
+      return undefined;
+    }
   }
 
   #build(options: FinishOptions): Record<string, unknown> {
@@ -267,7 +290,6 @@ export class Decision {
         reasoningTokensHash: null,
         reasoningTokenCount: options.reasoningTokenCount ?? null,
         toolCalls: this.#toolCalls,
-        ...(this.modelCalls.length > 0 ? { modelCalls: this.modelCalls } : {}),
         finalOutputText: options.output ?? null,
         finalOutputHash: null,
         stopReason: options.stopReason === undefined ? "end_turn" : options.stopReason,

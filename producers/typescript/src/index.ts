@@ -14,3 +14,5 @@ export { Recorder, FLAG_PAYLOAD_TYPE, type RecorderOptions, type RecorderStats }
 export { SpoolTransport, TransportError, containerFile, type Message, type Transport } from "./spool.js";
 export { captureLevel, isSampled, stripContent, DEFAULT_SAMPLE_ONE_IN, type CaptureLevel } from "./policy.js";
 export { newDecisionId, timestamp } from "./ids.js";
+export { captureFetch, type CaptureFetchOptions } from "./wire/capture-fetch.js";
+export { locateSpans } from "./wire/assemble.js";

@@ -195,6 +195,8 @@ export class Recorder implements DecisionSink {
 
   async #turn(): Promise<void> {
     const batch = this.#queue.splice(0, this.#batchSize);
+    // teed response bodies still being read: the capture waits for them, the agent never does
+    await Promise.all(batch.map((item) => (item instanceof Decision ? Promise.allSettled(item.pending) : undefined)));
     const messages: Message[] = [];
     const ids: (string | undefined)[] = [];
     for (const item of batch) {

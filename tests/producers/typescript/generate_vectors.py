@@ -301,7 +301,8 @@ def sampling_vectors() -> dict[str, Any]:
     return {
         "ids": ids,
         "sampled": {
-            str(n): [i for i in ids if CapturePolicy(sample_one_in=n).is_sampled(i)] for n in (0, 1, 2, 3, 7, 100)
+            str(n): [i for i in ids if CapturePolicy(sample_one_in=n).is_sampled(i)]
+            for n in (0, 1, 2, 3, 7, 100)
         },
     }
 
