@@ -31,12 +31,12 @@ def build_package() -> Path:
 
 
 def node(
-    script: list[str], *, env: dict[str, str] | None = None, timeout: float = 300
+    script: list[str], *, env: dict[str, str] | None = None, cwd: Path = PACKAGE, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """``node`` in the package directory with ``env`` added to this process's environment."""
+    """``node`` (in the package directory unless ``cwd``) with ``env`` added to this process's environment."""
     return subprocess.run(
         ["node", *script],
-        cwd=PACKAGE,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
