@@ -44,6 +44,21 @@ if ! command -v chromium >/dev/null; then
     fi
 fi
 
+# producers/typescript (the Node SDK, agent-blackbox on npm): pytest builds it (strict tsc) and runs
+# its node --test suite and the Node-to-Python tests (tests/producers/typescript); npm ci installs
+# exactly its package-lock.json (~10 s).
+if ! command -v npm >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        step "apt-get install nodejs npm (for the Node SDK)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+    else
+        echo "warning: node/npm are missing and cannot be installed; the Node SDK tests will fail" >&2
+    fi
+fi
+step "npm ci (producers/typescript)"
+(cd producers/typescript && npm ci --no-audit --no-fund --loglevel=error)
+
 step "deploy/local/up.sh"
 bash deploy/local/up.sh
 
