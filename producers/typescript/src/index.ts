@@ -16,3 +16,5 @@ export { captureLevel, isSampled, stripContent, DEFAULT_SAMPLE_ONE_IN, type Capt
 export { newDecisionId, timestamp } from "./ids.js";
 export { captureFetch, type CaptureFetchOptions } from "./wire/capture-fetch.js";
 export { locateSpans } from "./wire/assemble.js";
+export { KafkaTransport, type KafkaTransportOptions } from "./kafka.js";
+export { LocalBlobStore, checkIn, claimKey, type BlobStore } from "./claimcheck.js";

@@ -10,6 +10,7 @@
  * within the window sends a signed flag event and the full capture, as the Python Recorder does.
  */
 import { canonicalJson } from "./canonical.js";
+import { checkIn, type BlobStore } from "./claimcheck.js";
 import { Decision, currentDecisionStorage, type AgentConfig, type DecisionOptions, type DecisionSink } from "./decision.js";
 import { pae } from "./dsse.js";
 import { encodeCapture, encodeEvent } from "./avro.js";
@@ -34,6 +35,9 @@ export interface RecorderOptions {
   readonly replayAccessScope?: "operator" | "regulator" | "counterparty";
   readonly flightWindowMs?: number;
   readonly flightMaxBytes?: number;
+  /** Where captures above `maxMessageBytes` go by claim check (without one they fail, reported). */
+  readonly blobStore?: BlobStore;
+  readonly maxMessageBytes?: number;
   readonly onError?: (problem: { decisionId: string | undefined; message: string }) => void;
 }
 
@@ -69,7 +73,9 @@ export class Recorder implements DecisionSink {
   readonly #flightMaxBytes: number;
   readonly #onError: RecorderOptions["onError"];
   readonly #key: Buffer;
-  #queue: (Decision | Message)[] = [];
+  readonly #blobStore: BlobStore | undefined;
+  readonly #maxMessageBytes: number;
+  #queue: (Decision | Message | { readonly sealed: Record<string, unknown> })[] = [];
   #scheduled = false;
   #inFlight: Promise<void> = Promise.resolve();
   readonly #flight = new Map<string, Held>();
@@ -93,6 +99,8 @@ export class Recorder implements DecisionSink {
     this.#flightMaxBytes = options.flightMaxBytes ?? 64 * 1024 * 1024;
     this.#onError = options.onError;
     this.#key = Buffer.from(this.agentId, "utf8");
+    this.#blobStore = options.blobStore;
+    this.#maxMessageBytes = options.maxMessageBytes ?? 900_000;
   }
 
   /** A decision; with `fn`, it is the current decision (AsyncLocalStorage) while `fn` runs, and
@@ -160,7 +168,7 @@ export class Recorder implements DecisionSink {
         full["captureLevel"] = "full";
         full["consequential"] = { flagged: true, reason };
         (full["signature"] as Record<string, unknown>)["signatureBytes"] = null;
-        this.#queue.push({ key: this.#key, value: encodeCapture(seal(full, this.#signer, { inPlace: true })) });
+        this.#queue.push({ sealed: seal(full, this.#signer, { inPlace: true }) });
       }
       this.#schedule();
       return held !== undefined;
@@ -201,10 +209,18 @@ export class Recorder implements DecisionSink {
     const ids: (string | undefined)[] = [];
     for (const item of batch) {
       if (item instanceof Decision) {
-        const message = this.#seal(item);
+        const message = await this.#seal(item);
         if (message !== undefined) {
           messages.push(message);
           ids.push(item.decisionId);
+        }
+      } else if ("sealed" in item) {
+        try {
+          messages.push({ key: this.#key, value: await this.#checked(encodeCapture(item.sealed), item.sealed) });
+          ids.push(String(item.sealed["decisionId"]));
+        } catch (error) {
+          this.stats.failed += 1;
+          this.#report(String(item.sealed["decisionId"]), `the flagged capture could not be sent: ${String(error)}`);
         }
       } else {
         messages.push(item);
@@ -222,7 +238,7 @@ export class Recorder implements DecisionSink {
     if (this.#queue.length > 0) this.#schedule();
   }
 
-  #seal(decision: Decision): Message | undefined {
+  async #seal(decision: Decision): Promise<Message | undefined> {
     const capture = decision.toCapture();
     if (capture === undefined) {
       this.stats.failed += 1;
@@ -237,14 +253,26 @@ export class Recorder implements DecisionSink {
       const level = captureLevel(decision.decisionId, consequential, this.#sampleOneIn);
       capture["captureLevel"] = level;
       const sealed = seal(capture, this.#signer, { inPlace: true });
-      if (level !== "structured-only") return { key: this.#key, value: encodeCapture(sealed) };
-      this.#hold(decision.decisionId, sealed);
-      return { key: this.#key, value: encodeCapture(stripContent(sealed)) };
+      let sent = sealed;
+      if (level === "structured-only") {
+        this.#hold(decision.decisionId, sealed);
+        sent = stripContent(sealed);
+      }
+      return { key: this.#key, value: await this.#checked(encodeCapture(sent), sent) };
     } catch (error) {
       this.stats.failed += 1;
       this.#report(decision.decisionId, `sealing failed: ${String(error)}`);
       return undefined;
     }
+  }
+
+  /** The message value: the encoded capture, or a claim-check event when it is too large. */
+  async #checked(encoded: Buffer, capture: Record<string, unknown>): Promise<Buffer> {
+    if (encoded.length <= this.#maxMessageBytes) return encoded;
+    if (this.#blobStore === undefined) {
+      throw new Error(`the capture is ${encoded.length} bytes, above maxMessageBytes ${this.#maxMessageBytes}, and no blobStore is configured for a claim check`);
+    }
+    return encodeEvent("claim_check", await checkIn(this.#blobStore, encoded, capture));
   }
 
   #failure(capture: Record<string, unknown>): string | undefined {
