@@ -8,6 +8,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { canonicalText } from "./canonical.js";
+import { CHAT_MESSAGES_FORMAT, renderChatContext } from "./context.js";
 import { newDecisionId, timestamp } from "./ids.js";
 import { assemble } from "./wire/assemble.js";
 import type { Exchange } from "./wire/exchange.js";
@@ -171,6 +172,22 @@ export class Decision {
       renderedContentHash: null,
     });
     return this;
+  }
+
+  /** Render `[system prompt, working set, user message]` as chat messages (as the Python SDK does)
+   * and record it; send the returned text (or `JSON.parse` of it) to the model. */
+  renderContext(options: { userMessage: string }): { text: string; spans: readonly ContextSpan[] } {
+    const prompt = (this.#config ?? this.#sink.defaultConfig)?.systemPrompt;
+    if (this.#finished || typeof prompt !== "string") {
+      if (!this.#finished) this.#problems.push("renderContext(): configure a systemPrompt first");
+      return { text: "", spans: [] };
+    }
+    const memory = [...this.#memory]
+      .sort((a, b) => (a["contextPosition"] as number) - (b["contextPosition"] as number))
+      .map((e): [string, string] => [String(e["entryId"]), (e["renderedContent"] as string | null) ?? ""]);
+    const rendered = renderChatContext(prompt, memory, String(options.userMessage));
+    this.#rendered = { format: CHAT_MESSAGES_FORMAT, text: rendered.text, spans: rendered.spans };
+    return rendered;
   }
 
   /** The exact text the model received, with byte spans (UTF-8 offsets) naming its parts. */

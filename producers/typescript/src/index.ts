@@ -18,3 +18,4 @@ export { captureFetch, type CaptureFetchOptions } from "./wire/capture-fetch.js"
 export { locateSpans } from "./wire/assemble.js";
 export { KafkaTransport, type KafkaTransportOptions } from "./kafka.js";
 export { LocalBlobStore, checkIn, claimKey, type BlobStore } from "./claimcheck.js";
+export { CHAT_MESSAGES_FORMAT, renderChatContext } from "./context.js";

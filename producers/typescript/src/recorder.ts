@@ -30,6 +30,8 @@ export interface RecorderOptions {
   readonly sampleOneIn?: number;
   readonly queueSize?: number;
   readonly batchSize?: number;
+  /** Milliseconds of sealing after which the worker yields to the event loop (default 0.5). */
+  readonly sliceMs?: number;
   readonly config?: AgentConfig;
   readonly retentionDays?: number | null;
   readonly replayAccessScope?: "operator" | "regulator" | "counterparty";
@@ -69,6 +71,7 @@ export class Recorder implements DecisionSink {
   readonly #sampleOneIn: number;
   readonly #queueSize: number;
   readonly #batchSize: number;
+  readonly #sliceMs: number;
   readonly #flightWindowMs: number;
   readonly #flightMaxBytes: number;
   readonly #onError: RecorderOptions["onError"];
@@ -95,6 +98,7 @@ export class Recorder implements DecisionSink {
     this.#sampleOneIn = options.sampleOneIn ?? DEFAULT_SAMPLE_ONE_IN;
     this.#queueSize = options.queueSize ?? 10_000;
     this.#batchSize = options.batchSize ?? 256;
+    this.#sliceMs = options.sliceMs ?? 0.5;
     this.#flightWindowMs = options.flightWindowMs ?? 15 * 60_000;
     this.#flightMaxBytes = options.flightMaxBytes ?? 64 * 1024 * 1024;
     this.#onError = options.onError;
@@ -206,25 +210,26 @@ export class Recorder implements DecisionSink {
     // teed response bodies still being read: the capture waits for them, the agent never does
     await Promise.all(batch.map((item) => (item instanceof Decision ? Promise.allSettled(item.pending) : undefined)));
     const messages: Message[] = [];
-    const ids: (string | undefined)[] = [];
+    let slice = performance.now();
     for (const item of batch) {
       if (item instanceof Decision) {
         const message = await this.#seal(item);
-        if (message !== undefined) {
-          messages.push(message);
-          ids.push(item.decisionId);
-        }
+        if (message !== undefined) messages.push(message);
       } else if ("sealed" in item) {
         try {
           messages.push({ key: this.#key, value: await this.#checked(encodeCapture(item.sealed), item.sealed) });
-          ids.push(String(item.sealed["decisionId"]));
         } catch (error) {
           this.stats.failed += 1;
           this.#report(String(item.sealed["decisionId"]), `the flagged capture could not be sent: ${String(error)}`);
         }
       } else {
         messages.push(item);
-        ids.push(undefined);
+      }
+      // give the event loop back between captures once a slice is used up: the agent's timers
+      // and I/O wait at most one capture's sealing, never a whole batch's
+      if (performance.now() - slice >= this.#sliceMs) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        slice = performance.now();
       }
     }
     try {

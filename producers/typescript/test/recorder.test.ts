@@ -95,3 +95,22 @@ test("the agent's call returns before any sealing: finish() only queues", async 
   assert.equal(transport.sent.length, 1);
   assert.equal(transport.sent[0]!.key.toString(), "agt");
 });
+
+test("renderContext renders the chat messages and spans the Python SDK renders", async () => {
+  const { renderChatContext } = await import("../src/index.js");
+  const rendering = (JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as {
+    rendering: { systemPrompt: string; memory: [string, string][]; userMessage: string; text: string; spans: unknown[] }[];
+  }).rendering;
+  assert.ok(rendering.length >= 3);
+  for (const vector of rendering) {
+    const rendered = renderChatContext(vector.systemPrompt, vector.memory, vector.userMessage);
+    assert.equal(rendered.text, vector.text);
+    assert.deepEqual(rendered.spans, vector.spans);
+  }
+  const rec = new Recorder({ agentId: "agt", signer, transport: new Kept(), config: { model: "m", systemPrompt: "Be exact." } });
+  const d = rec.decision({});
+  d.addMemory({ entryId: "b", tier: "hot", content: "second", position: 2 }).addMemory({ entryId: "a", tier: "hot", content: "first", position: 1 });
+  assert.equal(d.renderContext({ userMessage: "hi" }).text, renderChatContext("Be exact.", [["a", "first"], ["b", "second"]], "hi").text);
+  d.finish({ output: null });
+  await rec.close();
+});

@@ -41,6 +41,7 @@ from producers.evidence.dsse import b64encode  # noqa: E402
 from producers.evidence.keys import Signer  # noqa: E402
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE  # noqa: E402
 from producers.evidence.payload import python_signing_payload  # noqa: E402
+from producers.context import render_chat_context  # noqa: E402
 from producers.policy import CapturePolicy  # noqa: E402
 from schemas import codec  # noqa: E402
 from schemas.errors import ContractError  # noqa: E402
@@ -307,6 +308,28 @@ def sampling_vectors() -> dict[str, Any]:
     }
 
 
+def rendering_vectors() -> list[dict[str, Any]]:
+    """``render_context``: chat messages text and UTF-8 byte spans, for awkward texts."""
+    cases = [
+        ("You are the agent.", [("mem_01", "note one"), ("mem_02", AWKWARD_TEXT)], "refund? ☕"),
+        (AWKWARD_TEXT, [], EVERY_PLANE),
+        ("", [("m", "")], ""),
+    ]
+    out = []
+    for system, memory, user in cases:
+        rendered = render_chat_context(system_prompt=system, memory=memory, user_message=user)
+        out.append(
+            {
+                "systemPrompt": system,
+                "memory": [list(pair) for pair in memory],
+                "userMessage": user,
+                "text": rendered.text,
+                "spans": [span.to_json() for span in rendered.spans],
+            }
+        )
+    return out
+
+
 def build() -> dict[str, Any]:
     signer = Signer.from_seed(SEED, name=KEY_NAME)
     return {
@@ -335,6 +358,7 @@ def build() -> dict[str, Any]:
         ],
         "captures": capture_vectors(signer),
         "sampling": sampling_vectors(),
+        "rendering": rendering_vectors(),
     }
 
 

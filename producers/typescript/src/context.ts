@@ -1,0 +1,48 @@
+/**
+ * The rendered context as `producers/context.py` renders it: `[system prompt, working set, user]`
+ * as an OpenAI chat messages array (the working set joined by a blank line in one system message),
+ * with the UTF-8 byte spans of each part inside the JSON text.
+ */
+import type { ContextSpan } from "./decision.js";
+
+export const CHAT_MESSAGES_FORMAT = "openai.chat.messages+json";
+const HEAD = '[{"role": "system", "content": "';
+const MIDDLE = '"}, {"role": "system", "content": "';
+const USER = '"}, {"role": "user", "content": "';
+const TAIL = '"}]';
+const SEPARATOR = "\\n\\n";
+
+/** The text inside a JSON string literal, as Python's `json.dumps(ensure_ascii=False)` escapes it. */
+function escape(text: string): string {
+  return JSON.stringify(text).slice(1, -1);
+}
+
+export function renderChatContext(systemPrompt: string, memory: readonly [string, string][], userMessage: string): { text: string; spans: ContextSpan[] } {
+  const pieces = [HEAD];
+  const spans: ContextSpan[] = [];
+  let at = HEAD.length;
+  const add = (part: string, text: string): void => {
+    const escaped = escape(text);
+    const size = Buffer.byteLength(escaped, "utf8");
+    pieces.push(escaped);
+    spans.push({ part, start: at, end: at + size, encoding: "json-string" });
+    at += size;
+  };
+  add("system_prompt", systemPrompt);
+  pieces.push(MIDDLE);
+  at += MIDDLE.length;
+  const block = at;
+  memory.forEach(([entryId, content], i) => {
+    if (i > 0) {
+      pieces.push(SEPARATOR);
+      at += SEPARATOR.length;
+    }
+    add(`memory:${entryId}`, content);
+  });
+  spans.push({ part: "memory", start: block, end: at, encoding: "json-string" });
+  pieces.push(USER);
+  at += USER.length;
+  add("user", userMessage);
+  pieces.push(TAIL);
+  return { text: pieces.join(""), spans };
+}
