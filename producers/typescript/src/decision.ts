@@ -7,7 +7,7 @@
  * `outcome.reason`, like the Python SDK.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { canonicalText } from "./canonical.js";
+import { copyJson } from "./canonical.js";
 import { CHAT_MESSAGES_FORMAT, renderChatContext } from "./context.js";
 import { newDecisionId, timestamp } from "./ids.js";
 import { assemble } from "./wire/assemble.js";
@@ -127,8 +127,7 @@ export class Decision {
   #snapshot(value: unknown, path: string): unknown {
     if (value === undefined || value === null) return null;
     try {
-      canonicalText(value, { path }); // refuses, with the path, what has no canonical form
-      return structuredClone(value);
+      return copyJson(value, path); // refuses, with the path, what has no canonical form
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
       this.#problems.push(why);

@@ -3,7 +3,8 @@
  * The same table, in the same order, as `producers/evidence/parts.py` (PART_FIELDS).
  */
 import { ContractError } from "./errors.js";
-import { isPlainObject, jsonHash, textHash } from "./canonical.js";
+import { HASH_PREFIX, isPlainObject, jsonHash, knownCanonical, textHash } from "./canonical.js";
+import { createHash } from "node:crypto";
 
 export type PartKind = "text" | "json";
 
@@ -92,6 +93,8 @@ export function computePartHash(ref: PartRef): string {
     if (typeof content !== "string") throw new ContractError(`a text part, got ${kindOf(content)}`, path);
     return textHash(content, path);
   }
+  const known = knownCanonical(content);
+  if (known !== undefined) return HASH_PREFIX + createHash("sha256").update(known, "utf8").digest("hex");
   return jsonHash(content, path);
 }
 

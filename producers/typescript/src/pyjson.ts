@@ -42,7 +42,39 @@ export function pythonNumber(value: number, path = ""): string {
 /** The Python codec's JSON text of `value` (undefined and null give null: absent content). */
 export function pythonJsonText(value: unknown, path = ""): string | null {
   if (value === undefined || value === null) return null;
-  return write(value, path, 0);
+  // JSON.stringify writes the same text wherever every number is one both print alike
+  return sameAsStringify(value, 0) ? JSON.stringify(value) : write(value, path, 0);
+}
+
+/** True when `JSON.stringify(value)` is Python's text: plain JSON whose numbers print alike. */
+function sameAsStringify(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case "string":
+      return value.isWellFormed();
+    case "number": {
+      if (Number.isSafeInteger(value)) return !Object.is(value, -0);
+      const magnitude = Math.abs(value);
+      return Number.isFinite(value) && !Number.isInteger(value) && magnitude >= 1e-4 && magnitude < 1e16;
+    }
+    case "boolean":
+      return true;
+    case "object":
+      break;
+    default:
+      return false;
+  }
+  if (value === null) return true;
+  if (depth >= MAX_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (const item of value) if (item === undefined || !sameAsStringify(item, depth + 1)) return false;
+    return true;
+  }
+  if (!isPlainObject(value)) return false;
+  for (const key in value) {
+    const item = value[key];
+    if (item !== undefined && (!key.isWellFormed() || !sameAsStringify(item, depth + 1))) return false;
+  }
+  return true;
 }
 
 function write(value: unknown, path: string, depth: number): string {

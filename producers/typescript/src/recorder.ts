@@ -9,7 +9,7 @@
  * `flightWindowMs` (bounded by `flightMaxBytes`, oldest evicted first); `flagConsequential(id)`
  * within the window sends a signed flag event and the full capture, as the Python Recorder does.
  */
-import { canonicalJson } from "./canonical.js";
+import { canonicalJson, copyJson } from "./canonical.js";
 import { checkIn, type BlobStore } from "./claimcheck.js";
 import { Decision, currentDecisionStorage, type AgentConfig, type DecisionOptions, type DecisionSink } from "./decision.js";
 import { pae } from "./dsse.js";
@@ -87,7 +87,15 @@ export class Recorder implements DecisionSink {
   constructor(options: RecorderOptions) {
     this.agentId = options.agentId;
     this.runtimeId = options.runtimeId ?? null;
-    this.defaultConfig = options.config;
+    // the recorder's own copy of the configuration: its parts are hashed once, not per decision
+    this.defaultConfig =
+      options.config === undefined
+        ? undefined
+        : {
+            ...options.config,
+            toolSchema: copyJson(options.config.toolSchema ?? null, "agentConfiguration.toolSchemaJson"),
+            sampling: copyJson(options.config.sampling ?? {}, "agentConfiguration.samplingParameters") as Record<string, unknown>,
+          };
     this.replayPolicy = {
       retentionDays: options.retentionDays === undefined ? 365 : options.retentionDays,
       piiRedacted: false,
