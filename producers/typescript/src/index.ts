@@ -1,6 +1,6 @@
 /** agent-blackbox: forensic capture for AI agents on Node, sealed byte-identical to the Python SDK. */
 export { BlackboxError, ConfigurationError, ContractError, SerializationError } from "./errors.js";
-export { canonicalJson, canonicalText, contentHash, isHash, jsonHash, textHash, HASH_PREFIX, type Json } from "./canonical.js";
+export { canonicalJson, canonicalText, contentHash, copyJson, knownCanonical, isHash, jsonHash, textHash, HASH_PREFIX, type Json } from "./canonical.js";
 export { PART_FIELDS, contentParts, iterParts, type PartField, type PartKind } from "./parts.js";
 export { MANIFEST_PAYLOAD_TYPE, manifestBytes, manifestView } from "./manifest.js";
 export { CONTEXT_SET_ALGORITHM, WORKING_SET_LEAF_KEYS, merkleRoot, positionOrder, workingSetLeaves } from "./merkle.js";

@@ -12,6 +12,8 @@ import {
   Signer,
   canonicalJson,
   contentParts,
+  copyJson,
+  knownCanonical,
   encodeCapture,
   header,
   manifestBytes,
@@ -64,6 +66,20 @@ describe("canonical JSON", () => {
       assert.equal(sha256(bytes), vector.sha256);
     });
   }
+
+  test("a decision's copy of a value carries the same RFC 8785 text, made in the same walk", () => {
+    for (const vector of vectors.canonical) {
+      if (vector.omitNulls || typeof vector.input !== "object" || vector.input === null) continue;
+      if (vector.expected === null) {
+        assert.throws(() => copyJson(vector.input, "p"), ContractError);
+        continue;
+      }
+      const copied = copyJson(vector.input);
+      assert.notEqual(copied, vector.input);
+      assert.deepEqual(copied, vector.input);
+      assert.equal(knownCanonical(copied), vector.expected, vector.name);
+    }
+  });
 
   test("every number form: RFC 8785's and the Python codec's JSON text", () => {
     assert.ok(vectors.numbers.length > 6000);
