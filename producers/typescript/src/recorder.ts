@@ -322,6 +322,11 @@ export class Recorder implements DecisionSink {
     return Date.now() - held.at <= this.#flightWindowMs ? held : undefined;
   }
 
+  /** Report a problem to `onError` (never thrown); for the capture adapters. */
+  report(decisionId: string | undefined, message: string): void {
+    this.#report(decisionId, message);
+  }
+
   #report(decisionId: string | undefined, message: string): void {
     try {
       this.#onError?.({ decisionId, message });

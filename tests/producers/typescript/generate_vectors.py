@@ -36,12 +36,12 @@ for _folder in ("producers/evidence", "schemas"):
 from schemas_testdata import AWKWARD_TEXT, EVERY_PLANE, busy_capture, example, model_call  # noqa: E402
 from test_evidence_canonical import APPENDIX_B, TESTDATA  # noqa: E402
 
+from producers.context import render_chat_context  # noqa: E402
 from producers.evidence import canonical_json, content_parts, merkle_root, pae, seal  # noqa: E402
 from producers.evidence.dsse import b64encode  # noqa: E402
 from producers.evidence.keys import Signer  # noqa: E402
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE  # noqa: E402
 from producers.evidence.payload import python_signing_payload  # noqa: E402
-from producers.context import render_chat_context  # noqa: E402
 from producers.policy import CapturePolicy  # noqa: E402
 from schemas import codec  # noqa: E402
 from schemas.errors import ContractError  # noqa: E402

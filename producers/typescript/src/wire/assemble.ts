@@ -9,7 +9,19 @@
  */
 import { timestamp } from "../ids.js";
 import type { Exchange } from "./exchange.js";
-import { FORMAT, parseRequest, parseResponse, type WireRequest, type WireResponse } from "./openai-chat.js";
+import * as anthropic from "./anthropic-messages.js";
+import * as chat from "./openai-chat.js";
+import type { WireFormat, WireRequest, WireResponse } from "./openai-chat.js";
+
+/** The formats captureFetch knows, by the path a request goes to. */
+export const FORMATS: readonly { readonly suffix: string; readonly wire: WireFormat }[] = [
+  { suffix: "/chat/completions", wire: chat },
+  { suffix: "/v1/messages", wire: anthropic },
+];
+
+function wireOf(format: string): WireFormat {
+  return FORMATS.find((f) => f.wire.FORMAT === format)?.wire ?? chat;
+}
 
 type Obj = Record<string, unknown>;
 const MARKER = "blackbox.unrecordable";
@@ -68,7 +80,7 @@ function record(attempts: Exchange[], sequence: number): Obj {
   const ms = attempts.reduce((total, a) => total + (a.endedAt - a.startedAt), 0);
   return {
     sequence,
-    format: FORMAT,
+    format: last.format,
     method: last.method,
     endpoint: last.origin,
     path: last.path,
@@ -93,6 +105,7 @@ function record(attempts: Exchange[], sequence: number): Obj {
 }
 
 function readRequest(rec: Obj, problems: string[]): WireRequest | null {
+  const wire = wireOf(rec["format"] as string);
   if (rec["requestBodyEncoding"] !== "utf-8") {
     problems.push(`model call ${String(rec["sequence"])}: the request body is not UTF-8 (kept as base64)`);
     return null;
@@ -100,14 +113,15 @@ function readRequest(rec: Obj, problems: string[]): WireRequest | null {
   try {
     const body: unknown = JSON.parse(rec["requestBody"] as string);
     if (typeof body !== "object" || body === null || Array.isArray(body)) throw new Error("not a JSON object");
-    return parseRequest(body as Obj);
+    return wire.parseRequest(body as Obj);
   } catch (error) {
-    problems.push(`model call ${String(rec["sequence"])}: request body not readable as ${FORMAT} (${String(error)})`);
+    problems.push(`model call ${String(rec["sequence"])}: request body not readable as ${wire.FORMAT} (${String(error)})`);
     return null;
   }
 }
 
 function readResponse(rec: Obj, problems: string[]): WireResponse | null {
+  const wire = wireOf(rec["format"] as string);
   const status = rec["status"] as number | null;
   if (status === null || status < 200 || status >= 300) return { model: null, text: null, toolCalls: [], stopReason: "error", complete: false };
   if (rec["responseBodyEncoding"] !== "utf-8" || rec["responseBody"] === null) {
@@ -115,11 +129,11 @@ function readResponse(rec: Obj, problems: string[]): WireResponse | null {
     return null;
   }
   try {
-    const parsed = parseResponse(rec["responseBody"] as string, rec["streamed"] as boolean);
+    const parsed = wire.parseResponse(rec["responseBody"] as string, rec["streamed"] as boolean);
     rec["complete"] = (rec["complete"] as boolean) || parsed.complete;
     return parsed;
   } catch (error) {
-    problems.push(`model call ${String(rec["sequence"])}: response not readable as ${FORMAT} (${String(error)})`);
+    problems.push(`model call ${String(rec["sequence"])}: response not readable as ${wire.FORMAT} (${String(error)})`);
     return null;
   }
 }
@@ -162,13 +176,13 @@ export function assemble(capture: Obj, exchanges: readonly Exchange[], problems:
     records[i]!["spans"] = locateSpans(attempts[attempts.length - 1]!.requestBody, parts);
   });
   if (records[0]!["requestBodyEncoding"] === "utf-8") {
-    capture["renderedContext"] = { format: FORMAT, text: records[0]!["requestBody"], spans: [...(records[0]!["spans"] as Obj[])], hash: null };
+    capture["renderedContext"] = { format: records[0]!["format"], text: records[0]!["requestBody"], spans: [...(records[0]!["spans"] as Obj[])], hash: null };
   }
 
   const toolCalls: Obj[] = [];
   responses.forEach((response, index) => {
     for (const use of response?.toolCalls ?? []) {
-      let result: { id: unknown; output: unknown } | undefined;
+      let result: { id: unknown; output: unknown; isError?: boolean } | undefined;
       if (use.id !== null) {
         for (const later of requests.slice(index + 1)) {
           result = later?.toolResults.find((sent) => sent.id === use.id);
@@ -183,7 +197,7 @@ export function assemble(capture: Obj, exchanges: readonly Exchange[], problems:
         output: result === undefined ? null : result.output,
         outputHash: null,
         latencyMs: null,
-        errorRef: null,
+        errorRef: result?.isError === true ? "tool_result.is_error" : null,
       });
     }
   });
@@ -193,4 +207,6 @@ export function assemble(capture: Obj, exchanges: readonly Exchange[], problems:
     if (last.text !== null) trace["finalOutputText"] = last.text;
     if (trace["stopReason"] !== "error") trace["stopReason"] = last.stopReason;
   }
+  const reasoning = responses.flatMap((r) => r?.reasoning ?? []);
+  if (reasoning.length > 0 && (trace["reasoningTokens"] === null || trace["reasoningTokens"] === undefined)) trace["reasoningTokens"] = reasoning;
 }

@@ -12,6 +12,7 @@
  */
 import { currentDecision, type Decision } from "../decision.js";
 import type { Recorder } from "../recorder.js";
+import { FORMATS } from "./assemble.js";
 import { keptHeaders, keptQuery, retryable, retryCount, type Exchange } from "./exchange.js";
 
 type Fetch = typeof globalThis.fetch;
@@ -37,11 +38,20 @@ export function captureFetch(recorder: Recorder, options: CaptureFetchOptions = 
     let exchange: Exchange | undefined;
     let decision: Decision | undefined;
     let own = false;
+    let sent = false; // once the agent's request went out, its outcome is the agent's, never re-sent
     try {
       const request = new Request(input, init);
       const url = new URL(request.url);
+      const format = FORMATS.find((f) => url.pathname.endsWith(f.suffix))?.wire.FORMAT;
+      if (format === undefined) {
+        // a call in a format this SDK cannot read yet: sent untouched, and said, never guessed at
+        recorder.report(currentDecision()?.decisionId, `captureFetch: ${request.method} ${url.pathname} is not a model API blackbox reads (Chat Completions, Messages); not captured`);
+        sent = true;
+        return await send(input, init);
+      }
       const body = await requestBytes(request);
       exchange = {
+        format,
         callId: 0,
         attempt: 1,
         method: request.method,
@@ -99,6 +109,7 @@ export function captureFetch(recorder: Recorder, options: CaptureFetchOptions = 
 
       let response: Response;
       try {
+        sent = true;
         response = await send(input, init);
       } catch (error) {
         exchange.error = String(error);
@@ -131,8 +142,9 @@ export function captureFetch(recorder: Recorder, options: CaptureFetchOptions = 
       );
       return new Response(agent, { status: response.status, statusText: response.statusText, headers: response.headers });
     } catch (error) {
-      if (exchange === undefined) {
+      if (!sent) {
         // the capture itself failed before sending: send untouched, never fail the agent's call for it
+        recorder.report(decision?.decisionId, `captureFetch: not captured (${String(error)})`);
         return send(input, init);
       }
       throw error;

@@ -19,6 +19,8 @@ export const SAFE_QUERY_PARAMS = new Set(["api-version", "beta", "limit", "order
 const RETRYABLE_STATUS = new Set([408, 409, 429]);
 
 export interface Exchange {
+  /** The provider format it speaks (`openai.chat.completions`, `anthropic.messages`). */
+  readonly format: string;
   callId: number;
   attempt: number;
   readonly method: string;

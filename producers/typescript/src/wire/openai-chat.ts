@@ -17,7 +17,7 @@ export interface WireRequest {
   readonly systemPrompt: string | null;
   readonly tools: unknown;
   readonly sampling: Record<string, unknown>;
-  readonly toolResults: readonly { id: unknown; output: unknown }[];
+  readonly toolResults: readonly { id: unknown; output: unknown; isError?: boolean }[];
 }
 
 export interface WireResponse {
@@ -26,6 +26,14 @@ export interface WireResponse {
   readonly toolCalls: readonly ToolUse[];
   readonly stopReason: string | null;
   readonly complete: boolean;
+  readonly reasoning?: readonly string[];
+}
+
+/** A provider format: its name and its two readers. */
+export interface WireFormat {
+  readonly FORMAT: string;
+  parseRequest(body: Record<string, unknown>): WireRequest;
+  parseResponse(body: string, streamed: boolean): WireResponse;
 }
 
 export const SAMPLING_KEYS = new Set([
