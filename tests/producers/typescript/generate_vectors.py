@@ -43,6 +43,8 @@ from producers.evidence.keys import Signer  # noqa: E402
 from producers.evidence.manifest import MANIFEST_PAYLOAD_TYPE  # noqa: E402
 from producers.evidence.payload import python_signing_payload  # noqa: E402
 from producers.policy import CapturePolicy  # noqa: E402
+from producers.privacy.detectors import builtin_detectors  # noqa: E402
+from producers.privacy.redact import Placeholders, redact_capture, redact_text  # noqa: E402
 from schemas import codec  # noqa: E402
 from schemas.errors import ContractError  # noqa: E402
 
@@ -330,6 +332,47 @@ def rendering_vectors() -> list[dict[str, Any]]:
     return out
 
 
+PERSONAL_TEXTS = (
+    "Mail ada@example.com or ADA.Lovelace+x@mail.example.co.uk, twice: ada@example.com.",
+    "Card 4111 1111 1111 1111, not 4111 1111 1111 1112; IBAN GB82 WEST 1234 5698 7654 32.",
+    "Call +1 415-555-0132 or (415) 555-0199; from 10.0.0.1 and 2001:db8::1; 日本語 ✓ ada@example.com",
+    "Nothing personal here: order 12345, 3.14159, version 1.2.3.4.5.",
+)
+
+
+def redaction_vectors() -> dict[str, Any]:
+    """The built-in detectors and placeholders (BLACKBOX_REDACT=builtin): texts redacted in turn with
+    one set of placeholders (the same value reads the same everywhere), and a whole capture."""
+    detectors = builtin_detectors()
+    placeholders = Placeholders()
+    texts = []
+    for text in PERSONAL_TEXTS:
+        done = redact_text(text, detectors, placeholders)
+        texts.append(
+            {
+                "input": text,
+                "redacted": text if done is None else done.text,
+                # (start, end) UTF-8 bytes of each placeholder in the redacted text, kind, placeholder
+                "placed": [] if done is None else [list(placed) for placed in done.placed],
+            }
+        )
+    capture = as_javascript_holds(example())
+    capture["input"]["requestPayload"] = {"message": PERSONAL_TEXTS[0], "ids": [PERSONAL_TEXTS[1]]}
+    capture["memoryState"]["workingSetEntries"][0]["renderedContent"] = PERSONAL_TEXTS[2]
+    capture["executionTrace"]["finalOutputText"] = "Sent to ada@example.com."
+    redacted = redact_capture(json.loads(json.dumps(capture)), detectors, owned=True)
+    assert redacted is not None
+    return {
+        "texts": texts,
+        "capture": {
+            "input": capture,
+            "redacted": redacted.capture,
+            "redactions": [r.to_json() for r in redacted.redactions],
+            "originalHashes": redacted.original_hashes,
+        },
+    }
+
+
 def build() -> dict[str, Any]:
     signer = Signer.from_seed(SEED, name=KEY_NAME)
     return {
@@ -359,6 +402,7 @@ def build() -> dict[str, Any]:
         "captures": capture_vectors(signer),
         "sampling": sampling_vectors(),
         "rendering": rendering_vectors(),
+        "redaction": redaction_vectors(),
     }
 
 

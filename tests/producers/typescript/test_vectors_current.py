@@ -30,3 +30,11 @@ def test_vectors_cover_refusals_every_capture_shape_and_the_number_forms() -> No
     forms = {entry["canonical"] for entry in vectors["numbers"]}
     assert {"1e+21", "0.000001", "1e-7", "-0", "0"} - forms == {"-0"}  # -0 prints as 0
     assert any(entry["pythonJson"] == "-0.0" for entry in vectors["numbers"])
+
+
+def test_vectors_cover_the_builtin_redaction_placeholders() -> None:
+    redaction = json.loads(VECTORS.read_text(encoding="utf-8"))["redaction"]
+    kinds = {placed[2] for text in redaction["texts"] for placed in text["placed"]}
+    assert kinds == {"EMAIL", "CARD", "IBAN", "PHONE", "IP"}
+    assert any(not text["placed"] for text in redaction["texts"])  # and text with nothing to redact
+    assert redaction["capture"]["redactions"] and redaction["capture"]["originalHashes"]
