@@ -72,6 +72,7 @@ export class Recorder implements DecisionSink {
   readonly #queueSize: number;
   readonly #batchSize: number;
   readonly #sliceMs: number;
+  #sliceStart = 0;
   readonly #flightWindowMs: number;
   readonly #flightMaxBytes: number;
   readonly #onError: RecorderOptions["onError"];
@@ -218,7 +219,7 @@ export class Recorder implements DecisionSink {
     // teed response bodies still being read: the capture waits for them, the agent never does
     await Promise.all(batch.map((item) => (item instanceof Decision ? Promise.allSettled(item.pending) : undefined)));
     const messages: Message[] = [];
-    let slice = performance.now();
+    this.#sliceStart = performance.now();
     for (const item of batch) {
       if (item instanceof Decision) {
         const message = await this.#seal(item);
@@ -233,12 +234,7 @@ export class Recorder implements DecisionSink {
       } else {
         messages.push(item);
       }
-      // give the event loop back between captures once a slice is used up: the agent's timers
-      // and I/O wait at most one capture's sealing, never a whole batch's
-      if (performance.now() - slice >= this.#sliceMs) {
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        slice = performance.now();
-      }
+      await this.#yieldIfDue();
     }
     try {
       await this.#transport.send(messages);
@@ -265,7 +261,9 @@ export class Recorder implements DecisionSink {
       }
       const level = captureLevel(decision.decisionId, consequential, this.#sampleOneIn);
       capture["captureLevel"] = level;
+      await this.#yieldIfDue();
       const sealed = seal(capture, this.#signer, { inPlace: true });
+      await this.#yieldIfDue();
       let sent = sealed;
       if (level === "structured-only") {
         this.#hold(decision.decisionId, sealed);
@@ -277,6 +275,14 @@ export class Recorder implements DecisionSink {
       this.#report(decision.decisionId, `sealing failed: ${String(error)}`);
       return undefined;
     }
+  }
+
+  /** Give the event loop back once a slice of sealing is used up: the agent's timers and I/O wait
+   * at most one step of one capture (hashing and signing, or encoding), never a whole batch. */
+  async #yieldIfDue(): Promise<void> {
+    if (performance.now() - this.#sliceStart < this.#sliceMs) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.#sliceStart = performance.now();
   }
 
   /** The message value: the encoded capture, or a claim-check event when it is too large. */
