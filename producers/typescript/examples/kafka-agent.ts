@@ -1,16 +1,20 @@
 /**
  * A Node agent recording to the real Kafka broker: N consequential decisions and one whose capture
  * is above the message limit (it goes by claim check to a local blob directory).
- * Environment: BLACKBOX_KAFKA_BOOTSTRAP, BLACKBOX_TOPIC, BLACKBOX_BLOB_DIR, BLACKBOX_SIGNING_KEY_B64, COUNT.
+ * Environment: BLACKBOX_KAFKA_BOOTSTRAP, BLACKBOX_TOPIC, BLACKBOX_SIGNING_KEY_B64, COUNT, and
+ * BLACKBOX_BLOB_DIR or BLACKBOX_S3_ENDPOINT / _BUCKET / _ACCESS_KEY / _SECRET_KEY.
  */
-import { KafkaTransport, LocalBlobStore, Recorder, Signer } from "../src/index.js";
+import { KafkaTransport, LocalBlobStore, Recorder, S3BlobStore, Signer } from "../src/index.js";
 
 const env = (name: string): string => process.env[name] ?? "";
 const rec = new Recorder({
   agentId: "agt_node_kafka",
   signer: Signer.fromBase64(env("BLACKBOX_SIGNING_KEY_B64"), { name: "did:blackbox:node" }),
   transport: new KafkaTransport({ brokers: [env("BLACKBOX_KAFKA_BOOTSTRAP")], topic: env("BLACKBOX_TOPIC") }),
-  blobStore: new LocalBlobStore(env("BLACKBOX_BLOB_DIR")),
+  // BLACKBOX_S3_ENDPOINT set: the claim check goes to that bucket, else to a local directory
+  blobStore: env("BLACKBOX_S3_ENDPOINT")
+    ? new S3BlobStore({ endpoint: env("BLACKBOX_S3_ENDPOINT"), bucket: env("BLACKBOX_S3_BUCKET"), accessKeyId: env("BLACKBOX_S3_ACCESS_KEY"), secretAccessKey: env("BLACKBOX_S3_SECRET_KEY") })
+    : new LocalBlobStore(env("BLACKBOX_BLOB_DIR")),
   maxMessageBytes: 20_000,
 });
 const ids: string[] = [];

@@ -19,3 +19,4 @@ export { locateSpans } from "./wire/assemble.js";
 export { KafkaTransport, type KafkaTransportOptions } from "./kafka.js";
 export { LocalBlobStore, checkIn, claimKey, type BlobStore } from "./claimcheck.js";
 export { CHAT_MESSAGES_FORMAT, renderChatContext } from "./context.js";
+export { S3BlobStore, type S3BlobStoreOptions } from "./s3.js";

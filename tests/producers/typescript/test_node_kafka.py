@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer
 from node_sdk import build_package, node
 
-from producers.blobstore import LocalBlobStore
+from producers.blobstore import BlobStore, LocalBlobStore, S3BlobStore
 from producers.claimcheck import resolve_claim_check
 from producers.evidence import TrustStore, load_signer, verify_capture
 from schemas.codec import decode
@@ -22,23 +22,36 @@ SEED_B64 = (Path(__file__).resolve().parents[1] / "evidence" / "golden" / "test-
 COUNT = 20
 
 
+@pytest.mark.parametrize("blob", ["local", pytest.param("s3", marks=pytest.mark.minio)])
 def test_node_captures_through_kafka_verify_in_python(
-    kafka_bootstrap: str, new_kafka_topic: Callable[..., str], tmp_path: Path
+    kafka_bootstrap: str,
+    new_kafka_topic: Callable[..., str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    blob: str,
 ) -> None:
     build_package()
     topic = new_kafka_topic("node-sdk", partitions=3)
-    blobs = tmp_path / "blobs"
-    done = node(
-        ["dist/examples/kafka-agent.js"],
-        env={
-            "BLACKBOX_KAFKA_BOOTSTRAP": kafka_bootstrap,
-            "BLACKBOX_TOPIC": topic,
-            "BLACKBOX_BLOB_DIR": str(blobs),
-            "BLACKBOX_SIGNING_KEY_B64": SEED_B64,
-            "COUNT": str(COUNT),
-        },
-        timeout=120,
-    )
+    env = {
+        "BLACKBOX_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "BLACKBOX_TOPIC": topic,
+        "BLACKBOX_SIGNING_KEY_B64": SEED_B64,
+        "COUNT": str(COUNT),
+    }
+    store: BlobStore
+    if blob == "s3":  # the real MinIO, keys at the bucket's root as the Python store writes them
+        minio = request.getfixturevalue("minio_config")
+        env |= {
+            "BLACKBOX_S3_ENDPOINT": f"http://{minio['endpoint']}",
+            "BLACKBOX_S3_BUCKET": minio["bucket"],
+            "BLACKBOX_S3_ACCESS_KEY": minio["access_key"],
+            "BLACKBOX_S3_SECRET_KEY": minio["secret_key"],
+        }
+        store = S3BlobStore(minio["endpoint"], minio["access_key"], minio["secret_key"], minio["bucket"])
+    else:
+        env["BLACKBOX_BLOB_DIR"] = str(tmp_path / "blobs")
+        store = LocalBlobStore(tmp_path / "blobs")
+    done = node(["dist/examples/kafka-agent.js"], env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     ran = json.loads(done.stdout)
     assert ran["stats"]["delivered"] == COUNT + 1 and ran["stats"]["failed"] == 0
@@ -64,7 +77,7 @@ def test_node_captures_through_kafka_verify_in_python(
             if decoded.kind == "claim_check":
                 claim = decoded.value
                 assert claim["decisionId"] == ran["big"] and claim["size"] > 20_000
-                decoded = decode(resolve_claim_check(LocalBlobStore(blobs), claim))
+                decoded = decode(resolve_claim_check(store, claim))
             capture = decoded.value
             verify_capture(capture, trust)
             seen[capture["decisionId"]] = capture
