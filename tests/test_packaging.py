@@ -299,6 +299,8 @@ def _not_sources(folder: str, names: list[str]) -> set[str]:
     ignored = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
     if Path(folder).resolve() == NATIVE:
         ignored |= {n for n in names if n == "target" or (n.startswith("_core") and n.endswith(".so"))}
+    if Path(folder).resolve() == NATIVE.parent / "typescript":  # the Node SDK's installs and builds
+        ignored |= {n for n in names if n in ("node_modules", "dist")}
     return ignored
 
 
@@ -399,7 +401,9 @@ def test_the_base_install_records_seals_and_delivers_captures_to_the_spool(
 
 
 # Rust sources and build files stay out of the wheel ([tool.maturin] exclude); the compiled core is in.
-NOT_SHIPPED = re.compile(r"producers/native/(src/.*|Cargo\.(toml|lock)|build-dev\.sh)")
+NOT_SHIPPED = re.compile(
+    r"producers/native/(src/.*|Cargo\.(toml|lock)|build-dev\.sh)|producers/typescript/.*"
+)
 
 
 @pytest.mark.slow
