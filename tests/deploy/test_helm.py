@@ -1,0 +1,392 @@
+"""The Helm chart (deploy/helm/blackbox) lints, renders and validates offline, for its default values and
+a production-like values file.
+
+Rendered manifests are checked against the Kubernetes API's own schemas (the kubernetes-validate
+package bundles them; strict: an unknown field fails) and against the project's invariants: every
+container non-root on a read-only root filesystem with requests and limits, every service probed on
+/healthz and /readyz, secrets only in Secrets, settings that the code reads, commands the CLI accepts.
+helm is the pinned build deploy/local/test.sh installs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import typer.main
+import yaml
+from typer.exceptions import TyperException
+
+from consumers.app.settings import ServiceSettings
+from consumers.cli import app as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "blackbox"
+PRODUCTION = CHART / "ci" / "production-values.yaml"
+TEST_SH = ROOT / "deploy" / "local" / "test.sh"
+STATE_DIR = Path(os.environ.get("BLACKBOX_LOCAL_STATE", ROOT / "deploy" / "local" / ".state"))
+# The oldest Kubernetes the chart claims (Chart.yaml kubeVersion) and the newest the package knows.
+KUBERNETES = ("1.27.0", kubernetes_validate.latest_version())
+# What holds a credential: never in a ConfigMap (the chart refuses it; the test checks the output too).
+SECRET_SETTINGS = frozenset(
+    {
+        "BLACKBOX_S3_ACCESS_KEY",
+        "BLACKBOX_S3_SECRET_KEY",
+        "BLACKBOX_CLICKHOUSE_URL",
+        "BLACKBOX_QUERY_CLICKHOUSE_URL",
+        "BLACKBOX_SIGNING_KEY_B64",
+        "BLACKBOX_MODEL_API_KEY",
+    }
+)
+SERVICES = {"serve", "ingest", "otlp"}
+# Values the chart README documents as one row (maps handed to Kubernetes or to the settings as a whole).
+WHOLE = re.compile(
+    r"^(settings|secretEnv\.values|podSecurityContext|containerSecurityContext|probes\.\w+)$"
+    r"|(^|\.)(resources|affinity|podAnnotations|annotations|labels|nodeSelector)$"
+)
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    pinned = re.search(r"^HELM_VERSION=(v[\d.]+)$", TEST_SH.read_text(encoding="utf-8"), re.MULTILINE)
+    assert pinned, "deploy/local/test.sh pins HELM_VERSION"
+    found = STATE_DIR / "bin" / "helm"
+    binary = found if found.exists() else Path(shutil.which("helm") or found)
+    if not binary.exists():
+        pytest.fail(
+            f"helm is missing at {found}: bash deploy/local/test.sh installs it (go install, {pinned[1]})"
+        )
+    info = subprocess.run(["go", "version", "-m", binary], capture_output=True, text=True, check=True).stdout
+    assert re.search(rf"^\s+mod\s+helm\.sh/helm/v4\s+{re.escape(pinned[1])}\s", info, re.MULTILINE), info
+    return binary
+
+
+def _helm(helm: Path, *args: str | Path) -> str:
+    proc = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, f"helm {' '.join(map(str, args))}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _render(helm: Path, *values: Path, sets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    args: list[str | Path] = ["template", "evidence", CHART, "--namespace", "agents"]
+    for path in values:
+        args += ["-f", path]
+    for assignment in sets:
+        args += ["--set", assignment]
+    return [doc for doc in yaml.safe_load_all(_helm(helm, *args)) if doc]
+
+
+@pytest.fixture(scope="module", params=["default", "production"])
+def rendered(request: pytest.FixtureRequest, helm: Path) -> list[dict[str, Any]]:
+    return _render(helm, *([PRODUCTION] if request.param == "production" else []))
+
+
+def _kinds(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def _pod_specs(docs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(component, pod template, owner) of every Deployment and CronJob."""
+    for doc in docs:
+        if doc["kind"] == "Deployment":
+            template = doc["spec"]["template"]
+        elif doc["kind"] == "CronJob":
+            template = doc["spec"]["jobTemplate"]["spec"]["template"]
+        else:
+            continue
+        yield template["metadata"]["labels"]["app.kubernetes.io/component"], template, doc
+
+
+def invariant_violations(docs: list[dict[str, Any]]) -> list[str]:
+    """What breaks the project's rules for a workload, one line each (empty: none)."""
+    wrong: list[str] = []
+    for component, template, _owner in _pod_specs(docs):
+        spec = template["spec"]
+        pod_security = spec.get("securityContext", {})
+        if not pod_security.get("runAsNonRoot") or not pod_security.get("runAsUser"):
+            wrong.append(f"{component}: the pod does not run as a numeric non-root user")
+        if spec.get("automountServiceAccountToken") is not False:
+            wrong.append(f"{component}: mounts a service account token it never uses")
+        for container in spec["containers"]:
+            where = f"{component}/{container['name']}"
+            security = container.get("securityContext", {})
+            if security.get("readOnlyRootFilesystem") is not True:
+                wrong.append(f"{where}: the root filesystem is writable")
+            if security.get("allowPrivilegeEscalation") is not False:
+                wrong.append(f"{where}: privilege escalation is allowed")
+            if security.get("capabilities", {}).get("drop") != ["ALL"]:
+                wrong.append(f"{where}: capabilities are not all dropped")
+            resources = container.get("resources", {})
+            for kind in ("requests", "limits"):
+                if set(resources.get(kind, {})) != {"cpu", "memory"}:
+                    wrong.append(f"{where}: no cpu and memory {kind}")
+            if component in SERVICES:  # a long-running service is probed; a one-shot job is not
+                ports = {p["name"] for p in container.get("ports", [])}
+                for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+                    get = container.get(probe, {}).get("httpGet", {})
+                    if get.get("path") != path or get.get("port") not in ports:
+                        wrong.append(f"{where}: no {probe} on {path} at a declared port")
+    for name, config in _kinds(docs, "ConfigMap").items():
+        leaked = SECRET_SETTINGS & set(config.get("data") or {})
+        if leaked:
+            wrong.append(f"ConfigMap {name} holds secrets: {sorted(leaked)}")
+    return wrong
+
+
+def cli_refuses(args: list[str]) -> str | None:
+    """Why the real CLI refuses ``blackbox ARGS`` (parsed, never run), or None."""
+    group: Any = typer.main.get_command(cli)
+    if args[0] not in group.commands:
+        return f"no command {args[0]}"
+    try:
+        group.commands[args[0]].make_context(f"blackbox {args[0]}", args[1:], resilient_parsing=False)
+    except TyperException as exc:
+        return f"blackbox {shlex.join(args)}: {exc.format_message()}"
+    return None
+
+
+# --- lint and render -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", ["default", "production"])
+def test_the_chart_lints_strictly(helm: Path, values: str) -> None:
+    extra: list[str | Path] = ["-f", PRODUCTION] if values == "production" else []
+    out = _helm(helm, "lint", "--strict", CHART, *extra)
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+
+
+def test_every_rendered_manifest_is_valid_against_the_kubernetes_api_schemas(rendered: list[dict]) -> None:
+    kinds = sorted({d["kind"] for d in rendered})
+    assert {"Deployment", "CronJob", "Service", "PodDisruptionBudget", "ConfigMap"} <= set(kinds)
+    for doc in rendered:
+        if doc["kind"] == "ServiceMonitor":  # a prometheus-operator CRD: checked on its own below
+            continue
+        for version in KUBERNETES:
+            # strict: a misspelt or misplaced field is an error, not ignored
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_validation_refuses_a_misplaced_field(rendered: list[dict]) -> None:
+    (ingest,) = (
+        d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-ingest")
+    )
+    broken = yaml.safe_load(yaml.safe_dump(ingest))
+    broken["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {"httpGet": {"path": "/healthz"}}
+    with pytest.raises(kubernetes_validate.ValidationError, match="livenesProbe"):
+        kubernetes_validate.validate(broken, KUBERNETES[1], strict=True)
+
+
+def test_every_workload_keeps_the_projects_invariants(rendered: list[dict]) -> None:
+    assert invariant_violations(rendered) == []
+    assert {c for c, _, _ in _pod_specs(rendered)} == SERVICES | {"compaction"}
+
+
+def test_the_invariant_check_names_what_is_broken(rendered: list[dict]) -> None:
+    broken = yaml.safe_load_all(yaml.safe_dump_all(rendered))
+    docs = [d for d in broken if d]
+    for _component, template, _owner in _pod_specs(docs):
+        container = template["spec"]["containers"][0]
+        container.pop("readinessProbe", None)
+        del container["resources"]["limits"]
+        container["securityContext"]["readOnlyRootFilesystem"] = False
+    wrong = invariant_violations(docs)
+    assert "ingest/ingest: no readinessProbe on /readyz at a declared port" in wrong
+    assert "compaction/compaction: no cpu and memory limits" in wrong
+    assert "serve/serve: the root filesystem is writable" in wrong
+
+
+# --- what each part of the chart promises ----------------------------------------------------------
+
+
+def test_ingest_runs_several_replicas_under_a_disruption_budget(rendered: list[dict]) -> None:
+    deployments = _kinds(rendered, "Deployment")
+    ingest = deployments["evidence-blackbox-ingest"]
+    assert ingest["spec"]["replicas"] > 1
+    (budget,) = _kinds(rendered, "PodDisruptionBudget").values()
+    assert budget["spec"]["selector"] == ingest["spec"]["selector"]
+    assert budget["spec"]["maxUnavailable"] == 1
+
+
+def test_compaction_is_a_cron_job_that_never_overlaps(rendered: list[dict]) -> None:
+    (job,) = _kinds(rendered, "CronJob").values()
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    template = job["spec"]["jobTemplate"]["spec"]["template"]
+    assert template["spec"]["restartPolicy"] == "Never"
+    assert template["spec"]["containers"][0]["args"][0] == "compact"
+
+
+def test_the_cli_check_refuses_a_flag_the_command_lacks() -> None:
+    assert cli_refuses(["consume", "--listen", "0.0.0.0:9464"]) == (
+        "blackbox consume --listen 0.0.0.0:9464: No such option: --listen (Possible options: --metrics-listen)"
+    )
+    assert cli_refuses(["ingest"]) == "no command ingest"
+
+
+def test_every_command_and_flag_is_one_the_cli_accepts(rendered: list[dict]) -> None:
+    for component, template, _ in _pod_specs(rendered):
+        (container,) = template["spec"]["containers"]
+        args = [str(a) for a in container["args"]]
+        assert cli_refuses(args) is None
+        listen = [a for a in args if re.fullmatch(r"0\.0\.0\.0:\d+", a)]
+        if component in SERVICES:
+            # the service listens where its probes, its Service and its scrape annotation point
+            (address,) = listen
+            (port,) = container["ports"]
+            assert address == f"0.0.0.0:{port['containerPort']}"
+
+
+def test_settings_come_from_a_config_map_and_secrets_from_secrets(rendered: list[dict]) -> None:
+    fields = {f"BLACKBOX_{name.upper()}" for name in ServiceSettings.model_fields}
+    configs = _kinds(rendered, "ConfigMap")
+    settings = configs["evidence-blackbox-settings"]["data"]
+    assert set(settings) <= fields, set(settings) - fields
+    assert not SECRET_SETTINGS & set(settings)
+    secrets = _kinds(rendered, "Secret")
+    for secret in secrets.values():
+        assert set(secret.get("stringData") or {}) <= fields
+    for component, template, _ in _pod_specs(rendered):
+        (container,) = template["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert set(env) <= fields, f"{component} sets variables no setting reads: {set(env) - fields}"
+        # the evidence keys are files of a Secret mounted read-only, never created in the pod
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        for variable in ("BLACKBOX_KEK_FILE", "BLACKBOX_INDEX_ID_KEY_FILE", "BLACKBOX_TLOG_KEY"):
+            assert env[variable].startswith("/etc/blackbox/keys/")
+        assert mounts["/etc/blackbox/keys"]["readOnly"] is True
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        assert "secret" in volumes[mounts["/etc/blackbox/keys"]["name"]]
+        assert {"configMapRef", "secretRef"} == {next(iter(s)) for s in container["envFrom"]}
+
+
+def test_the_configuration_files_are_ones_the_code_loads(helm: Path, tmp_path: Path) -> None:
+    from consumers.pacts.book import parse_pacts
+    from consumers.retention.policy import load_policy
+    from producers.evidence import TrustStore
+
+    docs = _render(helm, PRODUCTION)
+    files = _kinds(docs, "ConfigMap")["evidence-blackbox-files"]["data"]
+    assert set(files) == {"trust.toml", "retention.toml", "pacts.toml"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    trusted = TrustStore.load(tmp_path / "trust.toml")
+    key_id = "sha256:56475aa75463474c0285df5dbf2bcab73da651358839e9b77481b2eab107708c"
+    assert (record := trusted.get(key_id)) is not None and record.note == "support agents, eu1"
+    assert load_policy(tmp_path / "retention.toml").name == "acme-2026"
+    assert [rule.name for rule in parse_pacts(files["pacts.toml"]).rules] == ["refund_within_disputed_charge"]
+    deployments = _kinds(docs, "Deployment")
+    env = {
+        e["name"]: e["value"]
+        for e in deployments["evidence-blackbox-ingest"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["BLACKBOX_TRUST_STORE"] == "/etc/blackbox/config/trust.toml"
+    assert env["BLACKBOX_RETENTION_POLICY"] == "/etc/blackbox/config/retention.toml"
+    assert env["BLACKBOX_PACTS"] == "/etc/blackbox/config/pacts.toml"
+
+
+def test_a_secret_put_among_the_settings_is_refused_naming_it(helm: Path) -> None:
+    proc = subprocess.run(
+        [helm, "template", "evidence", CHART, "--set", "settings.BLACKBOX_S3_SECRET_KEY=oops"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "settings.BLACKBOX_S3_SECRET_KEY holds a secret: put it in secretEnv.values" in proc.stderr
+
+
+def test_metrics_are_announced_for_scraping_and_by_an_optional_service_monitor(helm: Path) -> None:
+    default = _render(helm)
+    for component, template, _ in _pod_specs(default):
+        annotations = template["metadata"]["annotations"]
+        if component in SERVICES:
+            (port,) = template["spec"]["containers"][0]["ports"]
+            assert annotations["prometheus.io/scrape"] == "true"
+            assert annotations["prometheus.io/port"] == str(port["containerPort"])
+            assert annotations["prometheus.io/path"] == "/metrics"
+        else:
+            assert "prometheus.io/scrape" not in annotations
+    assert not _kinds(default, "ServiceMonitor")
+
+    production = _render(helm, PRODUCTION)
+    (monitor,) = _kinds(production, "ServiceMonitor").values()
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    services = _kinds(production, "Service")
+    selected = {name for name, s in services.items() if selector.items() <= s["metadata"]["labels"].items()}
+    assert selected == {f"evidence-blackbox-{c}" for c in SERVICES}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert all(endpoint["port"] in {p["name"] for p in s["spec"]["ports"]} for s in services.values())
+
+
+def test_services_and_the_ingress_reach_the_pods_they_name(helm: Path) -> None:
+    docs = _render(helm, PRODUCTION)
+    deployments = _kinds(docs, "Deployment")
+    for name, service in _kinds(docs, "Service").items():
+        pods = deployments[name]["spec"]["template"]
+        assert service["spec"]["selector"].items() <= pods["metadata"]["labels"].items()
+        ports = {p["name"] for p in pods["spec"]["containers"][0]["ports"]}
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+    (ingress,) = _kinds(docs, "Ingress").values()
+    (rule,) = ingress["spec"]["rules"]
+    (path,) = rule["http"]["paths"]
+    assert path["backend"]["service"] == {"name": "evidence-blackbox-serve", "port": {"name": "http"}}
+    assert ingress["spec"]["tls"][0]["hosts"] == [rule["host"]]
+
+
+def test_serve_keeps_its_grants_on_a_volume_and_refuses_a_second_replica(helm: Path) -> None:
+    docs = _render(helm)
+    serve = _kinds(docs, "Deployment")["evidence-blackbox-serve"]
+    assert serve["spec"]["strategy"] == {"type": "Recreate"}
+    volumes = {v["name"]: v for v in serve["spec"]["template"]["spec"]["volumes"]}
+    (claim,) = _kinds(docs, "PersistentVolumeClaim")
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim
+    proc = subprocess.run(
+        [helm, "template", "evidence", CHART, "--set", "serve.replicas=2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1 and "so serve.replicas must be 1" in proc.stderr, proc.stderr
+
+
+def test_the_chart_readme_documents_every_value(helm: Path) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    documented = set(
+        re.findall(r"^\| `([\w.]+)` \|", (CHART / "README.md").read_text(encoding="utf-8"), re.M)
+    )
+
+    def leaves(node: Any, prefix: str) -> Iterator[str]:
+        if isinstance(node, dict) and node and not WHOLE.search(prefix):
+            for key, value in node.items():
+                yield from leaves(value, f"{prefix}.{key}" if prefix else key)
+        else:
+            yield prefix
+
+    assert set(leaves(values, "")) == documented
+
+
+def test_the_key_commands_the_chart_readme_shows_make_keys_the_services_load(tmp_path: Path) -> None:
+    from consumers.tlog.checkpoints import load_log_signer
+    from producers.privacy.keys import read_or_create_key_file
+
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```bash\n(.*?)```", readme, flags=re.DOTALL)
+    # the lines that make the keys; kubectl and helm need a cluster
+    making = [line for line in block.splitlines() if line and not line.startswith(("#", "kubectl", "helm"))]
+    assert len(making) == 2, making
+    subprocess.run(["bash", "-euc", "\n".join(making)], cwd=tmp_path, check=True, timeout=60)
+    keys = tmp_path / "keys"
+    assert sorted(p.name for p in keys.iterdir()) == ["index_id.key", "kek.key", "tlog.key"]
+    for name in ("kek.key", "index_id.key"):
+        assert len(read_or_create_key_file(keys / name)) == 32
+    signer = load_log_signer(keys / "tlog.key", "evidence.acme.example/log", create=False)
+    assert signer.origin == "evidence.acme.example/log"
+    assert "kubectl create secret generic blackbox-keys --from-file=keys/" in block
