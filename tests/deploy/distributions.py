@@ -28,6 +28,9 @@ PIP = ("-m", "pip", "--disable-pip-version-check", "--no-input")
 # The wheel's platform: glibc 2.17 and later (manylinux2014), whatever glibc built it.
 MANYLINUX = "manylinux2014"
 TOOLCHAIN = ("cargo", "rustc", "rustup")
+# The build, as the README shows it: zig links the core against glibc 2.17's symbols; the sdist is
+# packed first and the wheel built from it.
+MATURIN_BUILD = ("build", "--zig", "--compatibility", MANYLINUX, "--sdist")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +123,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     for key in ("CARGO_HOME", "RUSTUP_HOME"):  # where the toolchain lives, if it is not the default
         if key in os.environ:
             env[key] = os.environ[key]
-    cmd: list[str | Path] = [
-        _maturin(),
-        "build",
-        "--zig",
-        "--compatibility",
-        MANYLINUX,
-        "--sdist",
-        "--out",
-        out,
-        "--interpreter",
-        sys.executable,
-    ]
+    cmd: list[str | Path] = [_maturin(), *MATURIN_BUILD, "--out", out, "--interpreter", sys.executable]
     proc = run(cmd, cwd=src, env=env, timeout=1200)
     log = checked(proc) + proc.stderr
     (wheel,) = out.glob("agent_blackbox-*.whl")

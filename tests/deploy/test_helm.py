@@ -21,12 +21,10 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import typer.main
 import yaml
-from typer.exceptions import TyperException
+from cli_args import cli_refuses
 
 from consumers.app.settings import ServiceSettings
-from consumers.cli import app as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "blackbox"
@@ -139,18 +137,6 @@ def invariant_violations(docs: list[dict[str, Any]]) -> list[str]:
         if leaked:
             wrong.append(f"ConfigMap {name} holds secrets: {sorted(leaked)}")
     return wrong
-
-
-def cli_refuses(args: list[str]) -> str | None:
-    """Why the real CLI refuses ``blackbox ARGS`` (parsed, never run), or None."""
-    group: Any = typer.main.get_command(cli)
-    if args[0] not in group.commands:
-        return f"no command {args[0]}"
-    try:
-        group.commands[args[0]].make_context(f"blackbox {args[0]}", args[1:], resilient_parsing=False)
-    except TyperException as exc:
-        return f"blackbox {shlex.join(args)}: {exc.format_message()}"
-    return None
 
 
 # --- lint and render -------------------------------------------------------------------------------
@@ -390,3 +376,15 @@ def test_the_key_commands_the_chart_readme_shows_make_keys_the_services_load(tmp
     signer = load_log_signer(keys / "tlog.key", "evidence.acme.example/log", create=False)
     assert signer.origin == "evidence.acme.example/log"
     assert "kubectl create secret generic blackbox-keys --from-file=keys/" in block
+
+
+def test_the_readmes_install_command_installs_as_a_client_side_dry_run(helm: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (line,) = re.findall(r"`(helm install [^`]+)`", readme)
+    words = shlex.split(line)
+    assert words[:4] == ["helm", "install", "evidence", "deploy/helm/blackbox"] and words[4] == "-f"
+    # the README's own values file stands for the production-like one; no cluster: a client dry run
+    args: list[str | Path] = [*words[1:3], ROOT / words[3], "-f", PRODUCTION, *words[6:], "--dry-run=client"]
+    out = _helm(helm, *args)
+    assert "STATUS: pending-install" in out and "DESCRIPTION: Dry run complete" in out
+    assert "The pods start once the Secret blackbox-evidence-keys" in out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shlex
 import sys
 import tarfile
 import textwrap
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from distributions import MANYLINUX, PYPROJECT, Built, Venv, checked, clean_env, run
+from distributions import MANYLINUX, MATURIN_BUILD, PYPROJECT, Built, Venv, checked, clean_env, run
 
 from producers.blobstore import LocalBlobStore
 from producers.claimcheck import resolve_claim_check
@@ -427,3 +428,14 @@ def test_an_evidence_bundle_verifies_offline_with_the_base_sdk_only(base_venv: V
         timeout=120,
     )
     assert proc.returncode == 1 and "part=capture.executionTrace.finalOutputText" in proc.stdout, proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_readmes_build_and_install_commands_are_the_ones_tested(built: Built) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Install and deploy", 1)[1]
+    build, install = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)[0].strip().splitlines()
+    # the build the fixture runs (built in a copy, out to a temporary directory, for this interpreter)
+    assert shlex.split(build) == ["maturin", *MATURIN_BUILD, "--out", "dist"]
+    assert shlex.split(install) == ["pip", "install", f"dist/{built.wheel.name}"]
