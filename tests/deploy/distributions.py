@@ -97,10 +97,11 @@ def not_sources(folder: str, names: list[str]) -> set[str]:
 
 
 def _maturin() -> Path:
-    found = Path(sysconfig.get_path("scripts")) / "maturin"
-    if not found.exists():
+    beside = Path(sysconfig.get_path("scripts")) / "maturin"
+    found = beside if beside.exists() else shutil.which("maturin")
+    if not found:
         pytest.fail("maturin is missing: it is in the dev extra (pip install -e '.[server,dev]')")
-    return found
+    return Path(found)
 
 
 @pytest.fixture(scope="session")
@@ -115,9 +116,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         shutil.copytree(ROOT / package, src / package, ignore=not_sources)
     out = root / "out"
     # Cargo's build tree beside the checkout's (gitignored), kept between runs: only the crate
-    # recompiles. zig links against glibc 2.17's symbols; maturin runs it as `python -m ziglang`.
+    # recompiles.
+    # maturin runs zig as `python3 -m ziglang`: python3 must be this interpreter, which has ziglang
+    shim = root / "shim"
+    shim.mkdir()
+    (shim / "python3").symlink_to(sys.executable)
     env = clean_env(
-        path=os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", os.defpath)]),
+        path=os.pathsep.join([str(shim), os.environ.get("PATH", os.defpath)]),
         CARGO_TARGET_DIR=str(NATIVE / "target" / "packaging-test"),
     )
     for key in ("CARGO_HOME", "RUSTUP_HOME"):  # where the toolchain lives, if it is not the default
