@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cli_args import cli_refuses
+from cli_args import cli_refuses, listening_problem
 
 from consumers.app.settings import ServiceSettings
 
@@ -83,6 +83,7 @@ def test_every_command_and_flag_is_one_the_cli_accepts(resolved: dict) -> None:
     for name in BLACKBOX:
         command = resolved["services"][name]["command"]
         assert cli_refuses([str(a) for a in command]) is None, name
+        assert listening_problem([str(a) for a in command]) is None, name
     assert resolved["services"]["compaction"]["command"][0] == "compact"
     assert resolved["services"]["compaction"]["restart"] == "no"
 

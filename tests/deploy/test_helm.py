@@ -22,7 +22,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from cli_args import cli_refuses
+from cli_args import cli_refuses, listening_problem
 
 from consumers.app.settings import ServiceSettings
 
@@ -214,6 +214,9 @@ def test_the_cli_check_refuses_a_flag_the_command_lacks() -> None:
         "blackbox consume --listen 0.0.0.0:9464: No such option: --listen (Possible options: --metrics-listen)"
     )
     assert cli_refuses(["ingest"]) == "no command ingest"
+    assert listening_problem(["otlp", "--listen", "0.0.0.0:4318"]) == (
+        "blackbox otlp --listen 0.0.0.0:4318 listens beyond loopback without --allow-remote"
+    )
 
 
 def test_every_command_and_flag_is_one_the_cli_accepts(rendered: list[dict]) -> None:
@@ -221,6 +224,7 @@ def test_every_command_and_flag_is_one_the_cli_accepts(rendered: list[dict]) -> 
         (container,) = template["spec"]["containers"]
         args = [str(a) for a in container["args"]]
         assert cli_refuses(args) is None
+        assert listening_problem(args) is None
         listen = [a for a in args if re.fullmatch(r"0\.0\.0\.0:\d+", a)]
         if component in SERVICES:
             # the service listens where its probes, its Service and its scrape annotation point
