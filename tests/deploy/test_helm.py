@@ -392,3 +392,22 @@ def test_the_readmes_install_command_installs_as_a_client_side_dry_run(helm: Pat
     out = _helm(helm, *args)
     assert "STATUS: pending-install" in out and "DESCRIPTION: Dry run complete" in out
     assert "The pods start once the Secret blackbox-evidence-keys" in out
+
+
+@pytest.mark.parametrize(
+    ("assignment", "named"),
+    [
+        ("ingest.replicaz=3", "additional properties 'replicaz' not allowed"),
+        ("ingest.replicas=0", "/ingest/replicas': minimum: got 0, want 1"),
+        ("settings.blackbox_topic=x", "invalid propertyName 'blackbox_topic'"),
+        ("keys.existingSecret=", "/keys/existingSecret': minLength: got 0, want 1"),
+    ],
+)
+def test_the_values_schema_refuses_a_wrong_value_naming_it(helm: Path, assignment: str, named: str) -> None:
+    proc = subprocess.run(
+        [helm, "template", "evidence", CHART, "--set", assignment],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1 and named in proc.stderr, proc.stderr
