@@ -10,10 +10,8 @@ helm is the pinned build deploy/local/test.sh installs.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,14 +21,10 @@ import kubernetes_validate
 import pytest
 import yaml
 from cli_args import cli_refuses, listening_problem
+from helm_chart import CHART, PRODUCTION, ROOT, find_helm, helm_out, kinds, pod_specs, render
 
 from consumers.app.settings import ServiceSettings
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "deploy" / "helm" / "blackbox"
-PRODUCTION = CHART / "ci" / "production-values.yaml"
-TEST_SH = ROOT / "deploy" / "local" / "test.sh"
-STATE_DIR = Path(os.environ.get("BLACKBOX_LOCAL_STATE", ROOT / "deploy" / "local" / ".state"))
 # The oldest Kubernetes the chart claims (Chart.yaml kubeVersion) and the newest the package knows.
 KUBERNETES = ("1.27.0", kubernetes_validate.latest_version())
 # What holds a credential: never in a ConfigMap (the chart refuses it; the test checks the output too).
@@ -54,59 +48,18 @@ WHOLE = re.compile(
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
-    pinned = re.search(r"^HELM_VERSION=(v[\d.]+)$", TEST_SH.read_text(encoding="utf-8"), re.MULTILINE)
-    assert pinned, "deploy/local/test.sh pins HELM_VERSION"
-    found = STATE_DIR / "bin" / "helm"
-    binary = found if found.exists() else Path(shutil.which("helm") or found)
-    if not binary.exists():
-        pytest.fail(
-            f"helm is missing at {found}: bash deploy/local/test.sh installs it (go install, {pinned[1]})"
-        )
-    info = subprocess.run(["go", "version", "-m", binary], capture_output=True, text=True, check=True).stdout
-    assert re.search(rf"^\s+mod\s+helm\.sh/helm/v4\s+{re.escape(pinned[1])}\s", info, re.MULTILINE), info
-    return binary
-
-
-def _helm(helm: Path, *args: str | Path) -> str:
-    proc = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, f"helm {' '.join(map(str, args))}:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
-
-
-def _render(helm: Path, *values: Path, sets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    args: list[str | Path] = ["template", "evidence", CHART, "--namespace", "agents"]
-    for path in values:
-        args += ["-f", path]
-    for assignment in sets:
-        args += ["--set", assignment]
-    return [doc for doc in yaml.safe_load_all(_helm(helm, *args)) if doc]
+    return find_helm()
 
 
 @pytest.fixture(scope="module", params=["default", "production"])
 def rendered(request: pytest.FixtureRequest, helm: Path) -> list[dict[str, Any]]:
-    return _render(helm, *([PRODUCTION] if request.param == "production" else []))
-
-
-def _kinds(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
-
-
-def _pod_specs(docs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(component, pod template, owner) of every Deployment and CronJob."""
-    for doc in docs:
-        if doc["kind"] == "Deployment":
-            template = doc["spec"]["template"]
-        elif doc["kind"] == "CronJob":
-            template = doc["spec"]["jobTemplate"]["spec"]["template"]
-        else:
-            continue
-        yield template["metadata"]["labels"]["app.kubernetes.io/component"], template, doc
+    return render(helm, *([PRODUCTION] if request.param == "production" else []))
 
 
 def invariant_violations(docs: list[dict[str, Any]]) -> list[str]:
     """What breaks the project's rules for a workload, one line each (empty: none)."""
     wrong: list[str] = []
-    for component, template, _owner in _pod_specs(docs):
+    for component, template, _owner in pod_specs(docs):
         spec = template["spec"]
         pod_security = spec.get("securityContext", {})
         if not pod_security.get("runAsNonRoot") or not pod_security.get("runAsUser"):
@@ -132,7 +85,7 @@ def invariant_violations(docs: list[dict[str, Any]]) -> list[str]:
                     get = container.get(probe, {}).get("httpGet", {})
                     if get.get("path") != path or get.get("port") not in ports:
                         wrong.append(f"{where}: no {probe} on {path} at a declared port")
-    for name, config in _kinds(docs, "ConfigMap").items():
+    for name, config in kinds(docs, "ConfigMap").items():
         leaked = SECRET_SETTINGS & set(config.get("data") or {})
         if leaked:
             wrong.append(f"ConfigMap {name} holds secrets: {sorted(leaked)}")
@@ -145,7 +98,7 @@ def invariant_violations(docs: list[dict[str, Any]]) -> list[str]:
 @pytest.mark.parametrize("values", ["default", "production"])
 def test_the_chart_lints_strictly(helm: Path, values: str) -> None:
     extra: list[str | Path] = ["-f", PRODUCTION] if values == "production" else []
-    out = _helm(helm, "lint", "--strict", CHART, *extra)
+    out = helm_out(helm, "lint", "--strict", CHART, *extra)
     assert "1 chart(s) linted, 0 chart(s) failed" in out
 
 
@@ -172,13 +125,13 @@ def test_the_validation_refuses_a_misplaced_field(rendered: list[dict]) -> None:
 
 def test_every_workload_keeps_the_projects_invariants(rendered: list[dict]) -> None:
     assert invariant_violations(rendered) == []
-    assert {c for c, _, _ in _pod_specs(rendered)} == SERVICES | {"compaction"}
+    assert {c for c, _, _ in pod_specs(rendered)} == SERVICES | {"compaction"}
 
 
 def test_the_invariant_check_names_what_is_broken(rendered: list[dict]) -> None:
     broken = yaml.safe_load_all(yaml.safe_dump_all(rendered))
     docs = [d for d in broken if d]
-    for _component, template, _owner in _pod_specs(docs):
+    for _component, template, _owner in pod_specs(docs):
         container = template["spec"]["containers"][0]
         container.pop("readinessProbe", None)
         del container["resources"]["limits"]
@@ -193,16 +146,16 @@ def test_the_invariant_check_names_what_is_broken(rendered: list[dict]) -> None:
 
 
 def test_ingest_runs_several_replicas_under_a_disruption_budget(rendered: list[dict]) -> None:
-    deployments = _kinds(rendered, "Deployment")
+    deployments = kinds(rendered, "Deployment")
     ingest = deployments["evidence-blackbox-ingest"]
     assert ingest["spec"]["replicas"] > 1
-    (budget,) = _kinds(rendered, "PodDisruptionBudget").values()
+    (budget,) = kinds(rendered, "PodDisruptionBudget").values()
     assert budget["spec"]["selector"] == ingest["spec"]["selector"]
     assert budget["spec"]["maxUnavailable"] == 1
 
 
 def test_compaction_is_a_cron_job_that_never_overlaps(rendered: list[dict]) -> None:
-    (job,) = _kinds(rendered, "CronJob").values()
+    (job,) = kinds(rendered, "CronJob").values()
     assert job["spec"]["concurrencyPolicy"] == "Forbid"
     template = job["spec"]["jobTemplate"]["spec"]["template"]
     assert template["spec"]["restartPolicy"] == "Never"
@@ -220,7 +173,7 @@ def test_the_cli_check_refuses_a_flag_the_command_lacks() -> None:
 
 
 def test_every_command_and_flag_is_one_the_cli_accepts(rendered: list[dict]) -> None:
-    for component, template, _ in _pod_specs(rendered):
+    for component, template, _ in pod_specs(rendered):
         (container,) = template["spec"]["containers"]
         args = [str(a) for a in container["args"]]
         assert cli_refuses(args) is None
@@ -235,14 +188,14 @@ def test_every_command_and_flag_is_one_the_cli_accepts(rendered: list[dict]) -> 
 
 def test_settings_come_from_a_config_map_and_secrets_from_secrets(rendered: list[dict]) -> None:
     fields = {f"BLACKBOX_{name.upper()}" for name in ServiceSettings.model_fields}
-    configs = _kinds(rendered, "ConfigMap")
+    configs = kinds(rendered, "ConfigMap")
     settings = configs["evidence-blackbox-settings"]["data"]
     assert set(settings) <= fields, set(settings) - fields
     assert not SECRET_SETTINGS & set(settings)
-    secrets = _kinds(rendered, "Secret")
+    secrets = kinds(rendered, "Secret")
     for secret in secrets.values():
         assert set(secret.get("stringData") or {}) <= fields
-    for component, template, _ in _pod_specs(rendered):
+    for component, template, _ in pod_specs(rendered):
         (container,) = template["spec"]["containers"]
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert set(env) <= fields, f"{component} sets variables no setting reads: {set(env) - fields}"
@@ -261,8 +214,8 @@ def test_the_configuration_files_are_ones_the_code_loads(helm: Path, tmp_path: P
     from consumers.retention.policy import load_policy
     from producers.evidence import TrustStore
 
-    docs = _render(helm, PRODUCTION)
-    files = _kinds(docs, "ConfigMap")["evidence-blackbox-files"]["data"]
+    docs = render(helm, PRODUCTION)
+    files = kinds(docs, "ConfigMap")["evidence-blackbox-files"]["data"]
     assert set(files) == {"trust.toml", "retention.toml", "pacts.toml"}
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
@@ -271,7 +224,7 @@ def test_the_configuration_files_are_ones_the_code_loads(helm: Path, tmp_path: P
     assert (record := trusted.get(key_id)) is not None and record.note == "support agents, eu1"
     assert load_policy(tmp_path / "retention.toml").name == "acme-2026"
     assert [rule.name for rule in parse_pacts(files["pacts.toml"]).rules] == ["refund_within_disputed_charge"]
-    deployments = _kinds(docs, "Deployment")
+    deployments = kinds(docs, "Deployment")
     env = {
         e["name"]: e["value"]
         for e in deployments["evidence-blackbox-ingest"]["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -293,8 +246,8 @@ def test_a_secret_put_among_the_settings_is_refused_naming_it(helm: Path) -> Non
 
 
 def test_metrics_are_announced_for_scraping_and_by_an_optional_service_monitor(helm: Path) -> None:
-    default = _render(helm)
-    for component, template, _ in _pod_specs(default):
+    default = render(helm)
+    for component, template, _ in pod_specs(default):
         annotations = template["metadata"]["annotations"]
         if component in SERVICES:
             (port,) = template["spec"]["containers"][0]["ports"]
@@ -303,12 +256,12 @@ def test_metrics_are_announced_for_scraping_and_by_an_optional_service_monitor(h
             assert annotations["prometheus.io/path"] == "/metrics"
         else:
             assert "prometheus.io/scrape" not in annotations
-    assert not _kinds(default, "ServiceMonitor")
+    assert not kinds(default, "ServiceMonitor")
 
-    production = _render(helm, PRODUCTION)
-    (monitor,) = _kinds(production, "ServiceMonitor").values()
+    production = render(helm, PRODUCTION)
+    (monitor,) = kinds(production, "ServiceMonitor").values()
     selector = monitor["spec"]["selector"]["matchLabels"]
-    services = _kinds(production, "Service")
+    services = kinds(production, "Service")
     selected = {name for name, s in services.items() if selector.items() <= s["metadata"]["labels"].items()}
     assert selected == {f"evidence-blackbox-{c}" for c in SERVICES}
     (endpoint,) = monitor["spec"]["endpoints"]
@@ -317,14 +270,14 @@ def test_metrics_are_announced_for_scraping_and_by_an_optional_service_monitor(h
 
 
 def test_services_and_the_ingress_reach_the_pods_they_name(helm: Path) -> None:
-    docs = _render(helm, PRODUCTION)
-    deployments = _kinds(docs, "Deployment")
-    for name, service in _kinds(docs, "Service").items():
+    docs = render(helm, PRODUCTION)
+    deployments = kinds(docs, "Deployment")
+    for name, service in kinds(docs, "Service").items():
         pods = deployments[name]["spec"]["template"]
         assert service["spec"]["selector"].items() <= pods["metadata"]["labels"].items()
         ports = {p["name"] for p in pods["spec"]["containers"][0]["ports"]}
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
-    (ingress,) = _kinds(docs, "Ingress").values()
+    (ingress,) = kinds(docs, "Ingress").values()
     (rule,) = ingress["spec"]["rules"]
     (path,) = rule["http"]["paths"]
     assert path["backend"]["service"] == {"name": "evidence-blackbox-serve", "port": {"name": "http"}}
@@ -332,11 +285,11 @@ def test_services_and_the_ingress_reach_the_pods_they_name(helm: Path) -> None:
 
 
 def test_serve_keeps_its_grants_on_a_volume_and_refuses_a_second_replica(helm: Path) -> None:
-    docs = _render(helm)
-    serve = _kinds(docs, "Deployment")["evidence-blackbox-serve"]
+    docs = render(helm)
+    serve = kinds(docs, "Deployment")["evidence-blackbox-serve"]
     assert serve["spec"]["strategy"] == {"type": "Recreate"}
     volumes = {v["name"]: v for v in serve["spec"]["template"]["spec"]["volumes"]}
-    (claim,) = _kinds(docs, "PersistentVolumeClaim")
+    (claim,) = kinds(docs, "PersistentVolumeClaim")
     assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim
     proc = subprocess.run(
         [helm, "template", "evidence", CHART, "--set", "serve.replicas=2"],
@@ -389,7 +342,7 @@ def test_the_readmes_install_command_installs_as_a_client_side_dry_run(helm: Pat
     assert words[:4] == ["helm", "install", "evidence", "deploy/helm/blackbox"] and words[4] == "-f"
     # the README's own values file stands for the production-like one; no cluster: a client dry run
     args: list[str | Path] = [*words[1:3], ROOT / words[3], "-f", PRODUCTION, *words[6:], "--dry-run=client"]
-    out = _helm(helm, *args)
+    out = helm_out(helm, *args)
     assert "STATUS: pending-install" in out and "DESCRIPTION: Dry run complete" in out
     assert "The pods start once the Secret blackbox-evidence-keys" in out
 
