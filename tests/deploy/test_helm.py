@@ -10,6 +10,7 @@ helm is the pinned build deploy/local/test.sh installs.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -207,6 +208,11 @@ def test_settings_come_from_a_config_map_and_secrets_from_secrets(rendered: list
         volumes = {v["name"]: v for v in template["spec"]["volumes"]}
         assert "secret" in volumes[mounts["/etc/blackbox/keys"]["name"]]
         assert {"configMapRef", "secretRef"} == {next(iter(s)) for s in container["envFrom"]}
+        # only the OTLP receiver seals captures: only its pod holds a signing key, from its own Secret
+        assert ("BLACKBOX_SIGNING_KEY" in env) == (component == "otlp"), component
+        if component == "otlp":
+            assert env["BLACKBOX_SIGNING_KEY"].startswith(mounts["/etc/blackbox/signing"]["mountPath"])
+            assert "secret" in volumes[mounts["/etc/blackbox/signing"]["name"]]
 
 
 def test_the_configuration_files_are_ones_the_code_loads(helm: Path, tmp_path: Path) -> None:
@@ -318,14 +324,17 @@ def test_the_chart_readme_documents_every_value(helm: Path) -> None:
 
 def test_the_key_commands_the_chart_readme_shows_make_keys_the_services_load(tmp_path: Path) -> None:
     from consumers.tlog.checkpoints import load_log_signer
+    from producers.evidence import TrustStore, load_signer
     from producers.privacy.keys import read_or_create_key_file
 
     readme = (CHART / "README.md").read_text(encoding="utf-8")
     (block,) = re.findall(r"```bash\n(.*?)```", readme, flags=re.DOTALL)
     # the lines that make the keys; kubectl and helm need a cluster
     making = [line for line in block.splitlines() if line and not line.startswith(("#", "kubectl", "helm"))]
-    assert len(making) == 2, making
-    subprocess.run(["bash", "-euc", "\n".join(making)], cwd=tmp_path, check=True, timeout=60)
+    assert len(making) == 3, making
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLACKBOX_")}
+    env["BLACKBOX_DATA_DIR"] = str(tmp_path / "data")
+    subprocess.run(["bash", "-euc", "\n".join(making)], cwd=tmp_path, env=env, check=True, timeout=120)
     keys = tmp_path / "keys"
     assert sorted(p.name for p in keys.iterdir()) == ["index_id.key", "kek.key", "tlog.key"]
     for name in ("kek.key", "index_id.key"):
@@ -333,6 +342,15 @@ def test_the_key_commands_the_chart_readme_shows_make_keys_the_services_load(tmp
     signer = load_log_signer(keys / "tlog.key", "evidence.acme.example/log", create=False)
     assert signer.origin == "evidence.acme.example/log"
     assert "kubectl create secret generic blackbox-keys --from-file=keys/" in block
+    # the receiver's key: one private key, the one the trust store now trusts
+    (private,) = (tmp_path / "otlp-key").glob("*.key")
+    signing = load_signer(private)
+    record = TrustStore.load(tmp_path / "data" / "trust.toml").get(signing.key_id)
+    assert record is not None and record.note == "OTLP receiver"
+    assert (
+        'kubectl create secret generic blackbox-otlp-signing-key --from-file=signing.key="$(ls otlp-key/*.key)"'
+        in block
+    )
 
 
 def test_the_readmes_install_command_installs_as_a_client_side_dry_run(helm: Path) -> None:

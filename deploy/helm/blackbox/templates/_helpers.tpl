@@ -56,7 +56,8 @@ app.kubernetes.io/component: {{ .component }}
 What every blackbox pod shares: identity, security context, settings (a ConfigMap), secrets (a Secret,
 never a ConfigMap), the evidence keys and the configuration files, and writable /tmp and data
 directory on a read-only root filesystem. Pass (dict "root" $ "component" NAME "values" .Values.NAME
-"args" LIST "port" PORT); a PORT serves /healthz (liveness) and /readyz (readiness).
+"args" LIST "port" PORT ["signingSecret" NAME]); a PORT serves /healthz (liveness) and /readyz
+(readiness); a signingSecret (a Secret with signing.key) is the key the pod seals captures with.
 */}}
 {{- define "blackbox.podSpec" -}}
 {{- $root := .root }}
@@ -107,6 +108,10 @@ containers:
         value: /etc/blackbox/keys/index_id.key
       - name: BLACKBOX_TLOG_KEY
         value: /etc/blackbox/keys/tlog.key
+      {{- if .signingSecret }}
+      - name: BLACKBOX_SIGNING_KEY
+        value: /etc/blackbox/signing/signing.key
+      {{- end }}
       {{- if $root.Values.config.trustStore }}
       - name: BLACKBOX_TRUST_STORE
         value: /etc/blackbox/config/trust.toml
@@ -146,6 +151,11 @@ containers:
       - name: config
         mountPath: /etc/blackbox/config
         readOnly: true
+      {{- if .signingSecret }}
+      - name: signing
+        mountPath: /etc/blackbox/signing
+        readOnly: true
+      {{- end }}
       {{- if $root.Values.tokens.existingSecret }}
       - name: tokens
         mountPath: /var/lib/blackbox/access/tokens.json
@@ -171,6 +181,12 @@ volumes:
   - name: config
     configMap:
       name: {{ include "blackbox.fullname" $root }}-files
+  {{- if .signingSecret }}
+  - name: signing
+    secret:
+      secretName: {{ .signingSecret }}
+      defaultMode: 0440
+  {{- end }}
   {{- if $root.Values.tokens.existingSecret }}
   - name: tokens
     secret:
