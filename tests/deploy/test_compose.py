@@ -8,6 +8,7 @@ started; the image it builds is the tested wheel (tests/deploy/test_wheel.py, de
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -136,3 +137,40 @@ def test_ports_bind_loopback_only(resolved: dict) -> None:
         for port in service.get("ports", []):
             host_ip = port.get("host_ip") if isinstance(port, dict) else str(port).split(":")[0]
             assert host_ip == "127.0.0.1", f"{name} publishes {port} beyond loopback"
+
+
+def test_only_the_receiver_holds_a_signing_key_and_every_service_reads_the_hosts_trust_store(
+    resolved: dict,
+) -> None:
+    secrets = resolved["secrets"]
+    assert {name: Path(s["file"]).relative_to(COMPOSE.parent).as_posix() for name, s in secrets.items()} == {
+        "trust_store": "trust.toml",
+        "otlp_signing_key": "otlp-signing.key",
+    }
+    ignored = (COMPOSE.parent / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert {"trust.toml", "otlp-signing.key", "otlp-key/"} <= set(ignored)  # never committed
+    for name in BLACKBOX:
+        service = resolved["services"][name]
+        mounted = {s["source"] if isinstance(s, dict) else s for s in service["secrets"]}
+        env = service["environment"]
+        assert env["BLACKBOX_TRUST_STORE"] == "/run/secrets/trust_store" and "trust_store" in mounted
+        assert ("otlp_signing_key" in mounted) == (name == "otlp") == ("BLACKBOX_SIGNING_KEY" in env)
+    assert (
+        resolved["services"]["otlp"]["environment"]["BLACKBOX_SIGNING_KEY"] == "/run/secrets/otlp_signing_key"
+    )
+
+
+def test_the_readmes_compose_key_lines_make_the_files_compose_reads(tmp_path: Path) -> None:
+    from producers.evidence import TrustStore, load_signer
+
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Install and deploy", 1)[1]
+    block = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)[1]
+    (tmp_path / "deploy").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLACKBOX_")}
+    env["BLACKBOX_DATA_DIR"] = str(tmp_path / "data")
+    subprocess.run(["bash", "-euc", block], cwd=tmp_path, env=env, check=True, timeout=120)
+    key = tmp_path / "deploy" / "otlp-signing.key"
+    assert key.stat().st_uid == 10001  # the image's user reads it
+    signer = load_signer(key)
+    record = TrustStore.load(tmp_path / "deploy" / "trust.toml").get(signer.key_id)
+    assert record is not None and record.note == "OTLP receiver"
