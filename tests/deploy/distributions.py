@@ -93,6 +93,8 @@ def not_sources(folder: str, names: list[str]) -> set[str]:
     ignored = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
     if Path(folder).resolve() == NATIVE:
         ignored |= {n for n in names if n == "target" or (n.startswith("_core") and n.endswith(".so"))}
+    if Path(folder).resolve() == NATIVE.parent / "typescript":  # the Node SDK's installs and builds
+        ignored |= {n for n in names if n in ("node_modules", "dist")}
     return ignored
 
 
