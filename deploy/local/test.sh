@@ -21,6 +21,26 @@ fi
 step "pip install -e '.[server,dev]'"
 "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[server,dev]'
 
+# --- deploy tools (tests/deploy/test_helm.py) -------------------------------------------------------
+# helm, built from the Go module proxy into the services' state directory (bin/), once per machine
+# (~3.5 min on 2 cores; reused while the pinned version is what is there).
+HELM_VERSION=v4.3.2
+tools_state="${BLACKBOX_LOCAL_STATE:-deploy/local/.state}"
+helm_bin="$tools_state/bin/helm"
+if ! { [[ -x $helm_bin ]] && go version -m "$helm_bin" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+helm.sh/helm/v4[[:space:]]+${HELM_VERSION}[[:space:]]"; }; then
+    step "go install helm.sh/helm/v4/cmd/helm@${HELM_VERSION} (for tests/deploy/test_helm.py)"
+    command -v go >/dev/null || { echo "error: go is not on PATH: helm is built with go install" >&2; exit 1; }
+    mkdir -p "$tools_state/bin" "$tools_state/logs"
+    helm_log="$tools_state/logs/helm-build.log"
+    if ! GOBIN="$(cd "$tools_state/bin" && pwd)" GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0 \
+        go install "helm.sh/helm/v4/cmd/helm@${HELM_VERSION}" >"$helm_log" 2>&1; then
+        tail -n 20 "$helm_log" >&2
+        echo "error: go install of helm ${HELM_VERSION} failed (log: $helm_log)" >&2
+        exit 1
+    fi
+fi
+# --- end of deploy tools ------------------------------------------------------------------------------
+
 # tests/test_compose.py validates deploy/compose.yaml with a real Compose implementation; it needs
 # no Docker daemon. Debian's docker-compose is enough where `docker compose` is missing.
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
