@@ -175,10 +175,14 @@ def query(
     timeout: Annotated[
         int, typer.Option("--timeout", min=1, max=3600, help="Stop the query after this many seconds.")
     ] = 30,
+    max_memory: Annotated[
+        int,
+        typer.Option("--max-memory", min=16, max=65_536, help="Stop the query past this many MiB of memory."),
+    ] = 1024,
 ) -> None:
-    """Run one SELECT over the index tables: no table functions, no files, no settings; row and time
-    limits; every query (allowed or refused) is logged in access_log."""
-    limits = QueryLimits(max_rows=limit, timeout_s=timeout)
+    """Run one SELECT over the index tables: no table functions, no files, no settings; only listed pure
+    functions; row, time and memory limits; every query (allowed or refused) is logged in access_log."""
+    limits = QueryLimits(max_rows=limit, timeout_s=timeout, max_memory_bytes=max_memory << 20)
     with open_runtime(existing_index=True) as rt:
         index = rt.index
         reader = index
@@ -194,6 +198,10 @@ def query(
         except IndexError_ as exc:
             if "TIMEOUT_EXCEEDED" in str(exc):
                 raise IndexError_(f"query stopped after --timeout {timeout}s") from exc
+            if "MEMORY_LIMIT_EXCEEDED" in str(exc):
+                raise IndexError_(
+                    f"query stopped: it needed more than --max-memory {max_memory} MiB"
+                ) from exc
             raise
         finally:
             if reader is not index:
