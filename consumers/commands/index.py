@@ -18,12 +18,11 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from consumers.access.log import IndexAccessLog
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings
+from consumers.commands import terminal
 from consumers.findings import FINDING_TREND_PREFIX, finding_incidence
 from consumers.index import TRENDS, ClickHouseServerIndex, Index, parse_timestamp, run_trend
 from consumers.index.confined import run_query
@@ -75,20 +74,17 @@ def _cell(value: Any) -> str:
 
 
 def print_rows(rows: Sequence[dict[str, Any]], *, as_json: bool, title: str | None = None) -> None:
+    """Rows from the index, as JSON or a table; every value is data, escaped (:mod:`.terminal`)."""
     if as_json:
-        typer.echo(json.dumps(list(rows), default=_json_default, ensure_ascii=False, indent=2))
+        terminal.echo_json(list(rows), default=_json_default)
         return
-    console = Console()
     if not rows:
-        console.print(f"{title}: no rows" if title else "no rows")
+        terminal.echo(f"{terminal.clean(title)}: no rows" if title else "no rows")
         return
-    table = Table(title=title)
-    numeric = {k for k, v in rows[0].items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    for key in rows[0]:
-        table.add_column(key, justify="right" if key in numeric else "left")
-    for row in rows:
-        table.add_row(*(_cell(v) for v in row.values()))
-    console.print(table)
+    numeric = [k for k, v in rows[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    terminal.print_table(
+        list(rows[0]), ([_cell(v) for v in row.values()] for row in rows), title=title, right=numeric
+    )
 
 
 def trends(
@@ -106,27 +102,23 @@ def trends(
     ``finding:NAME`` is the incidence of a finding's rule (``blackbox finding``)."""
     if list_ or name is None:
         if as_json:
-            typer.echo(
-                json.dumps(
-                    [
-                        {
-                            "name": t.name,
-                            "description": t.description,
-                            "columns": list(t.columns),
-                            "by": list(t.allowed_by),
-                        }
-                        for t in TRENDS.values()
-                    ],
-                    indent=2,
-                )
+            terminal.echo_json(
+                [
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "columns": list(t.columns),
+                        "by": list(t.allowed_by),
+                    }
+                    for t in TRENDS.values()
+                ]
             )
             return
-        table = Table(title="trends")
-        for column in ("name", "description", "--by"):
-            table.add_column(column)
-        for t in TRENDS.values():
-            table.add_row(t.name, t.description, ", ".join(t.allowed_by))
-        Console().print(table)
+        terminal.print_table(
+            ("name", "description", "--by"),
+            ((t.name, t.description, ", ".join(t.allowed_by)) for t in TRENDS.values()),
+            title="trends",
+        )
         if name is None and not list_:
             raise typer.Exit(code=2)
         return
@@ -208,7 +200,7 @@ def query(
                 reader.close()
     print_rows(result.rows, as_json=as_json)
     if result.truncated:
-        typer.echo(f"note: only the first {limit} rows are shown; raise --limit to see more", err=True)
+        terminal.echo(f"note: only the first {limit} rows are shown; raise --limit to see more", err=True)
 
 
 def register(app: typer.Typer) -> None:

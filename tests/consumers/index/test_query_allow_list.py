@@ -189,3 +189,27 @@ def test_a_result_that_is_not_utf8_is_shown_escaped(app: typer.Typer, env: Env) 
     assert json.loads(result.stdout) == [{"b": "\\xffA", "a": ["\\xfe"], "m": [["k", "\\x80"]], "s": "ok"}]
     table = run_query_cli(app, sql)
     assert table.exit_code == 0 and "\\xffA" in table.stdout
+
+
+# --- what the index returns is data on the terminal ---------------------------------------------------
+HOSTILE_SQL = (
+    "SELECT '[/INST]' AS a, '[link=http://evil]click[/link]' AS b, "
+    "concat('x', char(27), '[2J', char(13), 'y', unhex('e280ae'), 'z') AS c, repeat('w ', 150) AS d"
+)
+
+
+def test_query_prints_markup_literally_and_escapes_controls(app: typer.Typer, env: Env) -> None:
+    result = run_query_cli(app, HOSTILE_SQL)
+    assert result.exit_code == 0, repr(result.exception)
+    out = result.stdout
+    assert "[/INST]" in out and "[link=http://evil]click[/link]" in out
+    assert "x\\x1b[2J\\ryU+202Ez" in out
+    assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
+    assert any(("w " * 150).strip() in line for line in out.splitlines())  # piped: wide, never folded
+
+
+def test_query_json_carries_the_exact_values_without_terminal_bytes(app: typer.Typer, env: Env) -> None:
+    result = run_query_cli(app, HOSTILE_SQL, "--json")
+    assert result.exit_code == 0
+    assert "\u202e" not in result.stdout
+    assert json.loads(result.stdout)[0]["c"] == "x\x1b[2J\ryz".replace("y", "y\u202e", 1)
