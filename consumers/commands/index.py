@@ -19,10 +19,10 @@ from typing import Annotated, Any
 
 import typer
 
+from consumers import terminal
 from consumers.access.log import IndexAccessLog
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings
-from consumers.commands import terminal
 from consumers.findings import FINDING_TREND_PREFIX, finding_incidence
 from consumers.index import TRENDS, ClickHouseServerIndex, Index, parse_timestamp, run_trend
 from consumers.index.confined import run_query

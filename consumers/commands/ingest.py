@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
-from consumers.commands import terminal
 from consumers.observability.logs import LogFormat
 from consumers.verify.verdict import EXIT_CODES_HELP
 from producers.settings import BlackboxSettings
