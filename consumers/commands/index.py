@@ -42,7 +42,10 @@ def parse_when(text: str, *, now: datetime) -> datetime:
         return now
     match = _DURATION.match(text)
     if match:
-        return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        try:
+            return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        except OverflowError as exc:  # before year 1
+            raise typer.BadParameter(f"{text!r} reaches back before the year 1") from exc
     try:
         return parse_timestamp(text.strip())
     except Exception as exc:
