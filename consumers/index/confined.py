@@ -44,12 +44,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from importlib import resources
 
 from consumers.access.gate import AccessLogUnavailable
 from consumers.access.log import AccessLog, AccessRecord
 from consumers.access.scopes import Caller
 from consumers.index.engine import Index, QueryLimits, load_ddl, split_statements
+from consumers.index.query_functions import allowed_functions
 from schemas.errors import IndexError_
 
 __all__ = [
@@ -112,26 +112,6 @@ _ALLOWED_KINDS = frozenset(
 _IN_FUNCTIONS = frozenset(
     {"in", "notin", "globalin", "globalnotin", "nullin", "notnullin", "globalnullin", "globalnotnullin"}
 )
-# What an aggregate function's name may end with (system.aggregate_function_combinators): ``countIf``,
-# ``sumArray``, ``uniqStateIf`` are the listed aggregate with these suffixes.
-_COMBINATORS = (
-    "SimpleState",
-    "OrDefault",
-    "MergeState",
-    "Distinct",
-    "Resample",
-    "ForEach",
-    "ArgMax",
-    "ArgMin",
-    "OrNull",
-    "Tuple",
-    "Merge",
-    "State",
-    "Array",
-    "Null",
-    "Map",
-    "If",
-)
 _STATEMENTS = {
     "InsertQuery": "INSERT",
     "AlterQuery": "ALTER",
@@ -187,41 +167,6 @@ class _Open:
     depth: int
     node: _Node
     left: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Functions:
-    """The functions a query may call (``query_functions.txt``), lower-cased."""
-
-    scalar: frozenset[str]
-    aggregate: frozenset[str]
-
-    def allows(self, name: str) -> bool:
-        """``name`` is listed, or is a listed aggregate followed by combinator suffixes."""
-        lowered = name.lower()
-        if lowered in self.scalar or lowered in self.aggregate:
-            return True
-        stem = name
-        while True:
-            suffix = next((c for c in _COMBINATORS if stem.endswith(c) and len(stem) > len(c)), None)
-            if suffix is None:
-                return False
-            stem = stem[: -len(suffix)]
-            if stem.lower() in self.aggregate:
-                return True
-
-
-@cache
-def allowed_functions() -> _Functions:
-    """The packaged allow-list of functions (see ``query_functions.txt`` for what it holds and why)."""
-    text = resources.files("consumers.index").joinpath("query_functions.txt").read_text(encoding="utf-8")
-    scalar: set[str] = set()
-    aggregate: set[str] = set()
-    for line in text.splitlines():
-        words = line.split("#", 1)[0].split()
-        if words:
-            (aggregate if words[1:] == ["aggregate"] else scalar).add(words[0].lower())
-    return _Functions(scalar=frozenset(scalar), aggregate=frozenset(aggregate))
 
 
 @cache
