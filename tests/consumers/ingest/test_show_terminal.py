@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -148,3 +149,21 @@ def test_show_json_in_a_terminal_is_exact_json_without_control_bytes(hostile_wor
     view = json.loads(out.replace(b"\r\n", b"\n"))
     assert code == 1 and view["capture"]["agentId"] == "agt" + ATTACK  # the exact value, escaped as JSON
     assert view["verification"]["verdict"] == "not-verified"
+
+
+_SGR = re.compile(rb"\x1b\[[0-9;]*m")  # the styles Rich itself writes on a terminal (bold headers)
+
+
+def test_query_on_a_terminal_styles_its_table_but_never_writes_data_bytes(
+    hostile_world: dict[str, str],
+) -> None:
+    """On a TTY Rich draws the table (and may style it); the hostile index values inside stay text."""
+    code, out = _run_in_pty(
+        ["query", "SELECT decision_id, agent_id, reason FROM quarantine"],  # an untrusted key: quarantined
+        {**hostile_world, "COLUMNS": "600"},
+    )
+    shown = _SGR.sub(b"", out)
+    assert code == 0, shown.decode("utf-8", "replace")
+    assert not _control_bytes(shown), sorted(_control_bytes(shown))
+    row = next(line for line in shown.decode("utf-8").splitlines() if "dec_evil" in line)
+    assert "dec_evil" + ESCAPED in row and "agt" + ESCAPED in row and "KeyNotTrusted" in row
