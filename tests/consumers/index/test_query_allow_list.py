@@ -6,6 +6,7 @@ grammar in every position, the memory and result caps, and a result that is not 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -133,17 +134,26 @@ _PLACES = (
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     place=st.sampled_from(_PLACES),
     payload=st.sampled_from(_PAYLOADS),
     nest=st.integers(min_value=0, max_value=3),
     wrap=st.sampled_from(("{x}", "toString({x})", "coalesce({x}, '')", "({x})", "if(1, {x}, '')")),
+    spelling=st.sampled_from(("as is", "upper", "comment", "backquoted")),
 )
 def test_generated_dangerous_forms_are_refused(
-    env: Env, index: Index, place: str, payload: str, nest: int, wrap: str
+    env: Env, index: Index, place: str, payload: str, nest: int, wrap: str, spelling: str
 ) -> None:
     expression = payload.format(key=env.key_file)
+    if spelling == "upper":
+        expression = expression.upper()
+    elif spelling == "comment":
+        expression = expression.replace("(", " /* ( */ (", 1)
+    elif spelling == "backquoted":
+        expression = re.sub(
+            r"^\(?(\w+)\(", lambda m: m.group(0).replace(m.group(1), f"`{m.group(1)}`"), expression
+        )
     for _ in range(nest):
         expression = wrap.format(x=expression)
     sql = place.format(p=expression)
