@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from consumers import terminal
 from consumers.commands import (
     access,
     capture,
@@ -60,5 +61,5 @@ def main() -> None:
     try:
         app()
     except BlackboxError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        terminal.echo(f"error: {terminal.clean(exc)}", err=True)  # messages quote data: escaped
         raise SystemExit(2) from exc

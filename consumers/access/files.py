@@ -21,12 +21,20 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,127}$")
 
 
+MAX_DURATION = timedelta(days=36_500)
+
+
 def parse_duration(text: str, *, what: str = "--expires") -> timedelta:
-    """``90m`` / ``12h`` / ``30d`` / ``2w``; :class:`ContractError` naming ``what`` otherwise."""
+    """``90m`` / ``12h`` / ``30d`` / ``2w``, at most 100 years (``now +`` it must stay a date: an
+    ``expires`` of ``999999999d`` was an OverflowError, a 500); :class:`ContractError` naming ``what``
+    otherwise. The CLI and the audit API both parse with it."""
     match = _DURATION.match(text)
     if not match or int(match.group(1)) == 0:
         raise ContractError(f"{text!r} is not a duration like 30m, 12h, 30d or 2w", path=what)
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    amount, unit = int(match.group(1)), _UNITS[match.group(2)]
+    if amount > MAX_DURATION / timedelta(**{unit: 1}):
+        raise ContractError(f"{text.strip()!r} is longer than 100 years (36500d)", path=what)
+    return timedelta(**{unit: amount})
 
 
 def check_name(value: str, *, what: str) -> str:

@@ -11,15 +11,17 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 
+from consumers import terminal
 from consumers.access.files import parse_duration
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
+
+_c = terminal.clean  # every value shown here was written by a caller: data
 
 __all__ = ["register"]
 
@@ -72,8 +74,8 @@ def token_create(
     )
     typer.echo(token)
     until = record.expires_at.isoformat() if record.expires_at else "no expiry"
-    typer.echo(
-        f"token {record.token_id} for {record.caller} ({record.scope}), {until}: shown once, keep it",
+    terminal.echo(
+        f"token {_c(record.token_id)} for {_c(record.caller)} ({_c(record.scope)}), {until}: shown once, keep it",
         err=True,
     )
 
@@ -86,12 +88,14 @@ def token_list(as_json: JsonOpt = False) -> None:
     records = tokens_for(load_service_settings()).list()
     now = _now()
     if as_json:
-        typer.echo(json.dumps([{**r.to_json(), "state": r.state(now)} for r in records], indent=2))
+        terminal.echo_json([{**r.to_json(), "state": r.state(now)} for r in records])
         return
     for r in records:
-        subjects = f" subjects={','.join(r.subjects)}" if r.subjects else ""
+        subjects = f" subjects={','.join(_c(s) for s in r.subjects)}" if r.subjects else ""
         until = r.expires_at.isoformat() if r.expires_at else "-"
-        typer.echo(f"{r.token_id}  {r.caller:<20} {r.scope:<12} {r.state(now):<8} expires={until}{subjects}")
+        terminal.echo(
+            f"{_c(r.token_id)}  {_c(r.caller):<20} {_c(r.scope):<12} {r.state(now):<8} expires={until}{subjects}"
+        )
 
 
 @token_app.command("revoke")
@@ -100,7 +104,7 @@ def token_revoke(token_id: Annotated[str, typer.Argument(help="The token id (`to
     from consumers.access import tokens_for
 
     record = tokens_for(load_service_settings()).revoke(token_id, now=_now())
-    typer.echo(f"revoked {record.token_id} ({record.caller}, {record.scope})")
+    terminal.echo(f"revoked {_c(record.token_id)} ({_c(record.caller)}, {_c(record.scope)})")
 
 
 @access_app.command("requests")
@@ -112,12 +116,13 @@ def list_requests(as_json: JsonOpt = False) -> None:
     settings = load_service_settings()
     requests = AccessRequests(access_dir(settings) / "requests.json", grants=grants_path(settings)).list()
     if as_json:
-        typer.echo(json.dumps([r.to_json() for r in requests], indent=2, ensure_ascii=False))
+        terminal.echo_json([r.to_json() for r in requests])
         return
-    for r in requests:
-        what = ",".join(r.decisions) or f"agent {r.agent} {r.since}..{r.until}"
-        typer.echo(
-            f"{r.request_id}  {r.status:<8} {r.caller} ({r.scope}) {what}  [{r.authority}] {r.purpose}"
+    for r in requests:  # every field was written by the requester: data, one line each
+        what = ",".join(_c(d) for d in r.decisions) or f"agent {_c(r.agent)} {_c(r.since)}..{_c(r.until)}"
+        terminal.echo(
+            f"{_c(r.request_id)}  {_c(r.status):<8} {_c(r.caller)} ({_c(r.scope)}) {what}  "
+            f"[{_c(r.authority)}] {_c(r.purpose)}"
         )
 
 
@@ -128,9 +133,11 @@ def _decide(request_id: str, *, approve: bool, reason: str, expires: str | None)
             rt.caller(reason), request_id, approve=approve, reason=reason, **options
         )
     if decided.status == "approved":
-        typer.echo(f"approved {decided.request_id}: grant for {decided.caller} until {decided.grant_expires}")
+        terminal.echo(
+            f"approved {_c(decided.request_id)}: grant for {_c(decided.caller)} until {_c(decided.grant_expires)}"
+        )
     else:
-        typer.echo(f"refused {decided.request_id}")
+        terminal.echo(f"refused {_c(decided.request_id)}")
 
 
 @access_app.command("approve")
@@ -165,7 +172,7 @@ def log_verify() -> None:
     report = verify_chain(rows)
     legacy = f", {report.unchained} written before chaining" if report.unchained else ""
     if not report.intact:
-        typer.echo(f"BROKEN at seq {report.broken_at}: {report.problem} ({report.rows} rows{legacy})")
+        terminal.echo(f"BROKEN at seq {report.broken_at}: {_c(report.problem)} ({report.rows} rows{legacy})")
         raise typer.Exit(1)
     typer.echo(
         f"intact: {report.chained} chained rows{legacy}; head seq {report.head_seq} {report.head_hash}"

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from producers.unrecordable import MAX_DEPTH
 from schemas.errors import BlackboxError, ContractError, TransportError
@@ -221,9 +222,9 @@ def capture_command(
         with open_runtime() as rt:
             decision_id = emit_capture_file(file, rt=rt, timeout=timeout, max_bytes=max_bytes)
     except BlackboxError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        terminal.echo(f"error: {terminal.clean(exc)}", err=True)
         raise typer.Exit(2) from exc
-    typer.echo(decision_id)
+    terminal.echo(terminal.clean(decision_id))
 
 
 def register(app: typer.Typer) -> None:

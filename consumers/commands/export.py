@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from schemas.errors import ContractError
 
@@ -54,7 +55,7 @@ def export_command(
         if bundle.get("transparency")
         else f"WITHOUT an inclusion proof: {bundle.get('transparencyNote')}"
     )
-    typer.echo(f"exported {decision_id} to {out} ({len(data)} bytes, {proof})")
+    terminal.echo(f"exported {decision_id} to {out} ({len(data)} bytes, {proof})")
 
 
 def register(app: typer.Typer) -> None:

@@ -13,12 +13,12 @@ Every capture the rule reads is a logged access (action ``evaluate``).
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, date, datetime
 from typing import Annotated
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from consumers.commands.index import JsonOpt, print_rows
 from consumers.findings import FindingError, add_finding, get_finding, list_findings, pinned_decisions
@@ -53,9 +53,10 @@ def add(
             now=datetime.now(UTC),
             ids=index_ids(rt.settings),
         )
-    typer.echo(f"finding {record.name}: pinned {len(record.pinned)} decision(s): {', '.join(record.pinned)}")
+    pinned = ", ".join(terminal.clean(d) for d in record.pinned)
+    terminal.echo(f"finding {terminal.clean(record.name)}: pinned {len(record.pinned)} decision(s): {pinned}")
     for did, why in record.skipped:
-        typer.echo(f"  not pinned {did}: {why}")
+        terminal.echo(f"  not pinned {terminal.clean(did)}: {terminal.clean(why)}")
 
 
 def list_(as_json: JsonOpt = False) -> None:
@@ -78,16 +79,17 @@ def show(
             raise FindingError(f"no finding {name!r} (see `blackbox finding list`)")
         pinned = pinned_decisions(rt.index, name)
     if as_json:
-        typer.echo(json.dumps({**finding, "decisions": pinned}, default=_iso, indent=2))
+        terminal.echo_json({**finding, "decisions": pinned}, default=_iso)
         return
-    typer.echo(
-        f"finding {finding['name']}  (created {_iso(finding['created_at'])} by {finding['created_by']})"
+    c = terminal.clean
+    terminal.echo(
+        f"finding {c(finding['name'])}  (created {c(_iso(finding['created_at']))} by {c(finding['created_by'])})"
     )
     if finding["description"]:
-        typer.echo(f"  {finding['description']}")
+        terminal.echo(f"  {c(finding['description'])}")
     if finding["from_replay"]:
-        typer.echo(f"  from replay run {finding['from_replay']}")
-    typer.echo(f"  rule: {finding['rule']}")
+        terminal.echo(f"  from replay run {c(finding['from_replay'])}")
+    terminal.echo(f"  rule: {c(finding['rule'])}")
     print_rows(pinned, as_json=False, title=f"{len(pinned)} pinned decision(s)")
 
 

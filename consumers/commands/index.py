@@ -18,9 +18,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from consumers import terminal
 from consumers.access.log import IndexAccessLog
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings
@@ -43,7 +42,10 @@ def parse_when(text: str, *, now: datetime) -> datetime:
         return now
     match = _DURATION.match(text)
     if match:
-        return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        try:
+            return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        except OverflowError as exc:  # before year 1
+            raise typer.BadParameter(f"{text!r} reaches back before the year 1") from exc
     try:
         return parse_timestamp(text.strip())
     except Exception as exc:
@@ -75,20 +77,17 @@ def _cell(value: Any) -> str:
 
 
 def print_rows(rows: Sequence[dict[str, Any]], *, as_json: bool, title: str | None = None) -> None:
+    """Rows from the index, as JSON or a table; every value is data, escaped (:mod:`.terminal`)."""
     if as_json:
-        typer.echo(json.dumps(list(rows), default=_json_default, ensure_ascii=False, indent=2))
+        terminal.echo_json(list(rows), default=_json_default)
         return
-    console = Console()
     if not rows:
-        console.print(f"{title}: no rows" if title else "no rows")
+        terminal.echo(f"{terminal.clean(title)}: no rows" if title else "no rows")
         return
-    table = Table(title=title)
-    numeric = {k for k, v in rows[0].items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    for key in rows[0]:
-        table.add_column(key, justify="right" if key in numeric else "left")
-    for row in rows:
-        table.add_row(*(_cell(v) for v in row.values()))
-    console.print(table)
+    numeric = [k for k, v in rows[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    terminal.print_table(
+        list(rows[0]), ([_cell(v) for v in row.values()] for row in rows), title=title, right=numeric
+    )
 
 
 def trends(
@@ -106,27 +105,23 @@ def trends(
     ``finding:NAME`` is the incidence of a finding's rule (``blackbox finding``)."""
     if list_ or name is None:
         if as_json:
-            typer.echo(
-                json.dumps(
-                    [
-                        {
-                            "name": t.name,
-                            "description": t.description,
-                            "columns": list(t.columns),
-                            "by": list(t.allowed_by),
-                        }
-                        for t in TRENDS.values()
-                    ],
-                    indent=2,
-                )
+            terminal.echo_json(
+                [
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "columns": list(t.columns),
+                        "by": list(t.allowed_by),
+                    }
+                    for t in TRENDS.values()
+                ]
             )
             return
-        table = Table(title="trends")
-        for column in ("name", "description", "--by"):
-            table.add_column(column)
-        for t in TRENDS.values():
-            table.add_row(t.name, t.description, ", ".join(t.allowed_by))
-        Console().print(table)
+        terminal.print_table(
+            ("name", "description", "--by"),
+            ((t.name, t.description, ", ".join(t.allowed_by)) for t in TRENDS.values()),
+            title="trends",
+        )
         if name is None and not list_:
             raise typer.Exit(code=2)
         return
@@ -175,10 +170,14 @@ def query(
     timeout: Annotated[
         int, typer.Option("--timeout", min=1, max=3600, help="Stop the query after this many seconds.")
     ] = 30,
+    max_memory: Annotated[
+        int,
+        typer.Option("--max-memory", min=16, max=65_536, help="Stop the query past this many MiB of memory."),
+    ] = 1024,
 ) -> None:
-    """Run one SELECT over the index tables: no table functions, no files, no settings; row and time
-    limits; every query (allowed or refused) is logged in access_log."""
-    limits = QueryLimits(max_rows=limit, timeout_s=timeout)
+    """Run one SELECT over the index tables: no table functions, no files, no settings; only listed pure
+    functions; row, time and memory limits; every query (allowed or refused) is logged in access_log."""
+    limits = QueryLimits(max_rows=limit, timeout_s=timeout, max_memory_bytes=max_memory << 20)
     with open_runtime(existing_index=True) as rt:
         index = rt.index
         reader = index
@@ -194,13 +193,17 @@ def query(
         except IndexError_ as exc:
             if "TIMEOUT_EXCEEDED" in str(exc):
                 raise IndexError_(f"query stopped after --timeout {timeout}s") from exc
+            if "MEMORY_LIMIT_EXCEEDED" in str(exc):
+                raise IndexError_(
+                    f"query stopped: it needed more than --max-memory {max_memory} MiB"
+                ) from exc
             raise
         finally:
             if reader is not index:
                 reader.close()
     print_rows(result.rows, as_json=as_json)
     if result.truncated:
-        typer.echo(f"note: only the first {limit} rows are shown; raise --limit to see more", err=True)
+        terminal.echo(f"note: only the first {limit} rows are shown; raise --limit to see more", err=True)
 
 
 def register(app: typer.Typer) -> None:

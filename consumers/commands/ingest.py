@@ -23,7 +23,6 @@ Exit codes are ``verify``'s (:mod:`consumers.verify.verdict`): 0 verified, 1 not
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
 from consumers.observability.logs import LogFormat
@@ -104,11 +104,12 @@ def consume_command(
     dead_files = getattr(service.source, "dead_files", None)  # the spool's unreadable files
     if dead_files is not None:
         summary["dead_lettered_files"] = dead_files
-    typer.echo(" ".join(f"{k}={v}" for k, v in summary.items()))
+    terminal.echo(" ".join(f"{k}={terminal.clean(v)}" for k, v in summary.items()))
     for line in _where_they_went(rt.settings, summary):
-        typer.echo(line)
+        terminal.echo(line)
     if conflicts:
-        typer.echo(f"conflicting duplicates quarantined: {', '.join(conflicts[:20])}", err=True)
+        quarantined = ", ".join(terminal.clean(d) for d in conflicts[:20])
+        terminal.echo(f"conflicting duplicates quarantined: {quarantined}", err=True)
 
 
 def _where_they_went(settings: BlackboxSettings, summary: dict[str, Any]) -> list[str]:
@@ -195,9 +196,9 @@ def show_command(
             unreadable = Verdict.failed(decision_id, exc, checked_at=datetime.now(UTC))
             if as_json:
                 view = {"decisionId": decision_id, "verification": unreadable.to_json(), "capture": None}
-                typer.echo(json.dumps(view, ensure_ascii=False, indent=2))
+                terminal.echo_json(view)
             else:
-                typer.echo(unreadable.line())
+                terminal.echo(terminal.clean(unreadable.line()))
             raise typer.Exit(unreadable.exit_code) from exc
         verdict = judge_shown(shown, index=index, trust=trust, ids=ids)
         privacy = privacy_view(
@@ -214,7 +215,7 @@ def show_command(
     if privacy.revealed is not None:
         view["capture"] = privacy.revealed
     if as_json:
-        typer.echo(json.dumps(view, ensure_ascii=False, indent=2))
+        terminal.echo_json(view)
     else:
         _print_summary(view, verdict)
     if verdict.exit_code:
@@ -222,46 +223,56 @@ def show_command(
 
 
 def _print_summary(view: dict[str, Any], verdict: Verdict) -> None:
+    """The summary of ``show``. Every value in it is data (escaped by :func:`terminal.clean`); when the
+    capture is not verified, the verdict is the first line and the last, so nothing the content prints
+    can be the last word."""
+    c = terminal.clean
     capture = view["capture"]
     stored = view["stored"]
     lines = []
     if not verdict.verified:  # first, so nobody reads the content before the warning
-        lines.append(verdict.line())
+        lines.append(c(verdict.line()))
     lines += [
-        f"decision   {view['decisionId']}  ({view['kind']})",
-        f"state      {view['contentState']}: {view['note']}",
-        f"trust      {_trust_line(verdict)}",
+        f"decision   {c(view['decisionId'])}  ({c(view['kind'])})",
+        f"state      {c(view['contentState'])}: {c(view['note'])}",
+        f"trust      {c(_trust_line(verdict))}",
     ]
     if stored:
         lines.append(
-            f"stored     {stored.get('segment_key', '')} @{stored.get('segment_offset', '')}+{stored.get('segment_length', '')}"
-            f"  class={stored.get('retention_class', '')} expires={stored.get('expires_at', '')}"
-            f" ingested as {stored.get('trust', '')}"
+            f"stored     {c(stored.get('segment_key', ''))} @{c(stored.get('segment_offset', ''))}"
+            f"+{c(stored.get('segment_length', ''))}  class={c(stored.get('retention_class', ''))}"
+            f" expires={c(stored.get('expires_at', ''))} ingested as {c(stored.get('trust', ''))}"
         )
     privacy = view.get("privacy")
     if privacy:
-        kinds = ", ".join(privacy["kinds"])
+        kinds = ", ".join(c(k) for k in privacy["kinds"])
         lines.append(
-            f"privacy    {privacy['redactions']} redactions ({kinds}); {privacy['view']} view; {privacy['note']}"
+            f"privacy    {c(privacy['redactions'])} redactions ({kinds}); {c(privacy['view'])} view; "
+            f"{c(privacy['note'])}"
         )
     for q in view["quarantine"]:
         lines.append(
-            f"QUARANTINE {q.get('reason')} part={q.get('part')} from {q.get('source')} ({q.get('content_sha256')})"
+            f"QUARANTINE {c(q.get('reason'))} part={c(q.get('part'))} from {c(q.get('source'))} "
+            f"({c(q.get('content_sha256'))})"
         )
     if view["kind"] == "capture":
         config = capture.get("agentConfiguration") or {}
         trace = capture.get("executionTrace") or {}
         outcome = capture.get("outcome") or {}
         lines += [
-            f"agent      {capture.get('agentId')}  at {capture.get('capturedAt')}  level={capture.get('captureLevel')}"
-            f"  fidelity={capture.get('fidelity') or 'sdk'}",
-            f"model      {config.get('modelIdentifier')} {config.get('modelVersion')}  prompt {config.get('systemPromptVersion')}",
-            f"outcome    {outcome.get('status')}  stop={trace.get('stopReason')}  tool calls={len(trace.get('toolCalls') or [])}",
+            f"agent      {c(capture.get('agentId'))}  at {c(capture.get('capturedAt'))}"
+            f"  level={c(capture.get('captureLevel'))}  fidelity={c(capture.get('fidelity') or 'sdk')}",
+            f"model      {c(config.get('modelIdentifier'))} {c(config.get('modelVersion'))}"
+            f"  prompt {c(config.get('systemPromptVersion'))}",
+            f"outcome    {c(outcome.get('status'))}  stop={c(trace.get('stopReason'))}"
+            f"  tool calls={len(trace.get('toolCalls') or [])}",
             f"output     {_clip(trace.get('finalOutputText'))}",
         ]
     else:
-        lines.append(f"value      {json.dumps(capture, ensure_ascii=False)[:300]}")
-    typer.echo("\n".join(lines))
+        lines.append(f"value      {c(terminal.json_text(capture, indent=None)[:300])}")
+    if not verdict.verified:
+        lines.append(c(verdict.line()))
+    terminal.echo("\n".join(lines))
 
 
 def _trust_line(verdict: Verdict) -> str:
@@ -278,7 +289,7 @@ def _trust_line(verdict: Verdict) -> str:
 def _clip(text: Any, n: int = 160) -> str:
     if text is None:
         return "(content absent)"
-    s = str(text).replace("\n", " ")
+    s = terminal.clean(str(text).replace("\n", " "))
     return s if len(s) <= n else s[: n - 1] + "…"
 
 

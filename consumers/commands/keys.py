@@ -21,6 +21,7 @@ from typing import Annotated
 
 import typer
 
+from consumers import terminal
 from consumers.app.settings import load_service_settings
 from producers.evidence import TrustStore, generate_keypair, load_signer, public_key_from, public_raw
 from producers.evidence.trust import format_time, parse_time
@@ -82,11 +83,11 @@ def generate(
         agents=_agents(agent),
     )
     store.save(store_path)
-    typer.echo(f"key id:      {signer.key_id}")
-    typer.echo(f"private key: {private_path}  (mode 0600; set BLACKBOX_SIGNING_KEY to this path)")
-    typer.echo(f"public key:  {public_path}")
-    typer.echo(f"trusted in:  {store_path} from {format_time(start)}")
-    typer.echo(f"agents:      {_agents_text(key.agents)}")
+    terminal.echo(f"key id:      {signer.key_id}")
+    terminal.echo(f"private key: {private_path}  (mode 0600; set BLACKBOX_SIGNING_KEY to this path)")
+    terminal.echo(f"public key:  {public_path}")
+    terminal.echo(f"trusted in:  {store_path} from {format_time(start)}")
+    terminal.echo(f"agents:      {_agents_text(key.agents)}")
 
 
 def list_keys() -> None:
@@ -94,12 +95,14 @@ def list_keys() -> None:
     store_path = load_service_settings().resolved_trust_store
     store = TrustStore.load(store_path, missing_ok=True)
     if not len(store):
-        typer.echo(f"no keys in {store_path}")
+        terminal.echo(f"no keys in {store_path}")
         return
     for key in store:
         window = f"{format_time(key.not_before)} .. {format_time(key.not_after) if key.not_after else 'open'}"
         revoked = f"  REVOKED at {format_time(key.revoked_at)}" if key.revoked_at else ""
-        typer.echo(f"{key.key_id}  {window}{revoked}  agents={_agents_text(key.agents)}  {key.note}")
+        terminal.echo(
+            terminal.clean(f"{key.key_id}  {window}{revoked}  agents={_agents_text(key.agents)}  {key.note}")
+        )
 
 
 def trust(
@@ -121,7 +124,7 @@ def trust(
         agents=_agents(agent),
     )
     store.save(store_path)
-    typer.echo(f"trusted {key.key_id} in {store_path} for agents {_agents_text(key.agents)}")
+    terminal.echo(f"trusted {key.key_id} in {store_path} for agents {_agents_text(key.agents)}")
 
 
 def revoke(
@@ -134,7 +137,7 @@ def revoke(
     moment = _time_option(at, "--at") or datetime.now(UTC)
     key = store.revoke(key_id, moment)
     store.save(store_path)
-    typer.echo(f"revoked {key.key_id} at {format_time(key.revoked_at or moment)}")
+    terminal.echo(f"revoked {key.key_id} at {format_time(key.revoked_at or moment)}")
 
 
 def register(app: typer.Typer) -> None:

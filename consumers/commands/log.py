@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from schemas.errors import ContractError, TransparencyLogError
 
@@ -36,7 +36,7 @@ def checkpoint() -> None:
         raise TransparencyLogError(
             f"no checkpoint at {rt.settings.resolved_tlog_prefix}/checkpoint: nothing has been logged yet"
         )
-    typer.echo(current[0], nl=False)
+    typer.echo(current[0], nl=False)  # the signed note, byte for byte (our own text)
 
 
 def key() -> None:
@@ -44,7 +44,7 @@ def key() -> None:
     from consumers.tlog import log_vkey
 
     with open_runtime() as rt:
-        typer.echo(log_vkey(rt))
+        typer.echo(log_vkey(rt))  # our own key line
 
 
 def prove(decision_id: Annotated[str, typer.Argument(help="The decision whose leaf to prove.")]) -> None:
@@ -53,7 +53,7 @@ def prove(decision_id: Annotated[str, typer.Argument(help="The decision whose le
 
     with open_runtime(existing_index=True) as rt:
         proof = prove_leaf(rt, decision_id)
-    typer.echo(json.dumps(proof, indent=2))
+    terminal.echo_json(proof)
 
 
 def verify(
@@ -90,21 +90,21 @@ def verify(
             ids=index_ids(s),
         )
     head = report.checkpoint
-    typer.echo(f"log {head.origin}: checkpoint of {head.size} leaves")
+    terminal.echo(f"log {head.origin}: checkpoint of {head.size} leaves")
     if report.since is not None:
-        typer.echo(f"since: checkpoint of {report.since.size} leaves")
-    typer.echo(
+        terminal.echo(f"since: checkpoint of {report.since.size} leaves")
+    terminal.echo(
         f"checked: {report.leaves} leaves, {report.tiles} tiles, {report.checkpoints} checkpoints, "
         f"{report.timestamps} timestamps ({report.timestamps_signed} TSA signatures)"
     )
     for note in report.notes:
-        typer.echo(f"note: {note}")
+        terminal.echo(f"note: {terminal.clean(note)}")
     for finding in report.findings:
-        typer.echo(f"FINDING {finding.kind}: {finding.detail}")
+        terminal.echo(f"FINDING {terminal.clean(finding.kind)}: {terminal.clean(finding.detail)}")
     if not report.ok:
-        typer.echo(f"NOT VERIFIED: {len(report.findings)} findings")
+        terminal.echo(f"NOT VERIFIED: {len(report.findings)} findings")
         raise typer.Exit(EXIT_FINDINGS)
-    typer.echo("verified: the log extends every checkpoint and accounts for every capture")
+    terminal.echo("verified: the log extends every checkpoint and accounts for every capture")
 
 
 def register(app: typer.Typer) -> None:

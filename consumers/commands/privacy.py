@@ -10,11 +10,11 @@ Revealing an original is ``blackbox show ID --reveal`` (a grant with ``personal_
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from schemas.errors import ContractError, RetentionError
 
@@ -54,16 +54,15 @@ def erase_command(
         ids = eraser.decisions_of(subject) if subject is not None else list(decision or ())
         results = eraser.erase(ids, reason=reason)
     if as_json:
-        typer.echo(
-            json.dumps(
-                [{"decisionId": r.decision_id, "outcome": r.outcome, "detail": r.detail} for r in results]
-            )
+        terminal.echo_json(
+            [{"decisionId": r.decision_id, "outcome": r.outcome, "detail": r.detail} for r in results],
+            indent=None,
         )
     else:
         if not results:
-            typer.echo(f"no decisions of subject {subject!r} in the index")
+            terminal.echo(f"no decisions of subject {terminal.clean(repr(subject))} in the index")
         for result in results:
-            typer.echo(result.line())
+            terminal.echo(terminal.clean(result.line()))
     held = [r.decision_id for r in results if r.outcome == "held"]
     if held:
         raise ErasureBlocked(f"not erased, under legal hold: {', '.join(held)} (release the hold first)")

@@ -24,7 +24,9 @@ from typing import Annotated, Any, cast
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from consumers import terminal
 from consumers.app.runtime import Runtime, open_runtime
 from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.replay.bisect import BisectResult, ExplainResult, Target, bisect_candidates, explain_change
@@ -41,6 +43,7 @@ from consumers.replay.source import CaptureSource, FileCaptureSource
 from consumers.replay.store import decision_failed
 from consumers.replay.variation import Variation, load_configuration, parse_variation
 from consumers.replay.versions import IndexVersionCatalog, VersionCatalog
+from consumers.terminal import clean, text
 from schemas.errors import ContractError
 
 FileOpt = Annotated[
@@ -262,9 +265,9 @@ def replay_command(
         report = replay_with_report(session.replayer, prepared, variations=variations, runs=runs)
         session.run_log.append(run_rows(report, at=_now()))
     if as_json:
-        typer.echo(json.dumps(report_json(report), ensure_ascii=False, indent=2))
+        terminal.echo_json(report_json(report))
     else:
-        render_table(report, Console())
+        render_table(report, terminal.console())
 
 
 def bisect_command(
@@ -339,9 +342,9 @@ def bisect_command(
             ]
         )
     if as_json:
-        typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False, indent=2))
+        terminal.echo_json(outcome.to_json())
     else:
-        _print_bisect(outcome, Console())
+        _print_bisect(outcome, terminal.console())
 
 
 def regress_command(
@@ -381,7 +384,7 @@ def regress_command(
             "--suite replays the finding's pinned decisions: drop --dir/--since/--agent", path="--suite"
         )
     since_at = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
-    console = Console(stderr=True)
+    console = terminal.console(err=True)
     with _replayer(
         access=_Access(caller, scope, reason or (f"regress --suite {suite}" if suite else ""), grants),
         file=None,
@@ -416,9 +419,9 @@ def regress_command(
             console=console,
         )
     if as_json:
-        typer.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        terminal.echo_json(result.to_json())
     else:
-        _print_regression(result, Console())
+        _print_regression(result, terminal.console())
     if not result.passed:
         raise typer.Exit(1)
 
@@ -496,9 +499,9 @@ def probe_command(
             clock=_now,
         )
     if as_json:
-        typer.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        terminal.echo_json(result.to_json())
     else:
-        _print_probe(result, Console())
+        _print_probe(result, terminal.console())
 
 
 def _run_id() -> str:
@@ -509,39 +512,42 @@ def _run_id() -> str:
 
 def _print_bisect(outcome: BisectResult | ExplainResult, console: Console) -> None:
     if isinstance(outcome, BisectResult):
-        table = Table(title=f"bisect {outcome.decision_id}: first candidate that {outcome.target}")
+        table = Table(title=text(f"bisect {outcome.decision_id}: first candidate that {outcome.target}"))
         for column in ("candidate", "replayed", "hit"):
             table.add_column(column)
         replayed = {s.index: s for s in outcome.steps}
         for i, label in enumerate(outcome.labels):
             step = replayed.get(i)
-            table.add_row(label, "yes" if step else "", ("yes" if step.hit else "no") if step else "")
+            table.add_row(text(label), "yes" if step else "", ("yes" if step.hit else "no") if step else "")
         console.print(table)
-        console.print(outcome.verdict, markup=False)
+        console.print(text(outcome.verdict))
         return
-    console.print(f"changed variables: {', '.join(outcome.changed_variables) or 'none'}")
+    console.print(text(f"changed variables: {', '.join(outcome.changed_variables) or 'none'}"))
     if not outcome.outcome_differs:
         console.print("the two configurations give the same outcome: nothing to explain")
         return
     for tried in outcome.steps:
         console.print(
-            f"  {' + '.join(tried.variables)}: {'flips the outcome' if tried.flips else 'no change'} (1 run)"
+            text(
+                f"  {' + '.join(tried.variables)}: {'flips the outcome' if tried.flips else 'no change'} (1 run)"
+            )
         )
     culprits = ["+".join(c) for c in outcome.culprits]
-    console.print(f"implicated: [bold]{', '.join(culprits) or 'no combination explains it'}[/bold]")
+    console.print(
+        Text.assemble("implicated: ", text(", ".join(culprits) or "no combination explains it", "bold"))
+    )
 
 
 def _print_regression(result: RegressionResult, console: Console) -> None:
     counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.counts.items())
     what = f"the suite of finding {result.suite}" if result.suite else f"{len(result.results)} decisions"
     config = "; ".join(v.describe() for v in result.configuration) or "as captured"
-    console.print(f"replayed {what} under {config} in {result.seconds:.1f}s: {counts}", markup=False)
+    console.print(text(f"replayed {what} under {config} in {result.seconds:.1f}s: {counts}"))
     if result.checks:
-        console.print(f"judged by: {', '.join(result.checks)}", markup=False)
+        console.print(text(f"judged by: {', '.join(result.checks)}"))
     else:
         console.print(
-            "no pacts loaded (BLACKBOX_PACTS): changed decisions are not judged fixed or regressed",
-            markup=False,
+            text("no pacts loaded (BLACKBOX_PACTS): changed decisions are not judged fixed or regressed")
         )
     shown = [v for v in result.verdicts.values() if v.status != "unchanged" or v.failures]
     if shown:
@@ -550,33 +556,40 @@ def _print_regression(result: RegressionResult, console: Console) -> None:
             table.add_column(column, overflow="fold")
         for v in shown:
             changed = "" if v.outcome_changed is None else ("yes" if v.outcome_changed else "no")
-            table.add_row(v.decision_id, v.status, changed, str(v.first_divergent_step or ""), v.summary())
+            table.add_row(
+                text(v.decision_id),
+                text(v.status),
+                changed,
+                str(v.first_divergent_step or ""),
+                text(v.summary()),
+            )
         console.print(table)
     for decision, check in result.failures:
         if check.verdict == "error":
             what = "could not be evaluated"
         else:
             what = "still shows the problem" if check.check.startswith("finding:") else "violated"
-        console.print(f"FAILED {decision}: {check.check} {what}: {check.detail}", markup=False)
+        console.print(text(f"FAILED {decision}: {check.check} {what}: {check.detail}"))
     if result.passed:
-        console.print("PASS: nothing regressed, nothing failed", markup=False)
+        console.print(text("PASS: nothing regressed, nothing failed"))
     else:
         regressed = result.counts.get("regressed", 0)
         missing = result.counts.get("not_replayed", 0)
         console.print(
-            f"FAIL: {regressed} regressed, {len(result.failures)} failing check(s), {missing} not replayed",
-            markup=False,
+            text(
+                f"FAIL: {regressed} regressed, {len(result.failures)} failing check(s), {missing} not replayed"
+            )
         )
 
 
 def _print_probe(result: ProbeResult, console: Console) -> None:
     axes = " × ".join(f"{a.name}={a.spec}" for a in result.axes)
-    console.print(f"probe {result.decision_id}: {axes} ({result.replays} replays)", markup=False)
-    console.print(f"judge: {result.judge.describe()}", markup=False)
+    console.print(text(f"probe {result.decision_id}: {axes} ({result.replays} replays)"))
+    console.print(text(f"judge: {result.judge.describe()}"))
     memory = result.axes[0].name.startswith("memory.")
     table = Table()
     for column in (
-        *(a.name for a in result.axes),
+        *(clean(a.name) for a in result.axes),
         "working set sent" if memory else "value",
         "runs",
         "verdict",
@@ -591,11 +604,11 @@ def _print_probe(result: ProbeResult, console: Console) -> None:
             point.state, "undecided"
         )
         series = [short_label(point.series)] if point.series else []
-        table.add_row(short_label(point.x), *series, measure, str(point.runs), verdict)
+        table.add_row(*(text(cell) for cell in (short_label(point.x), *series, measure, point.runs, verdict)))
     console.print(table)
-    console.print(f"boundary: {result.summary}", markup=False)
+    console.print(text(f"boundary: {result.summary}"))
     for caveat in result.caveats:
-        console.print(f"caveat: {caveat}", markup=False)
+        console.print(text(f"caveat: {caveat}"))
 
 
 def register(app: typer.Typer) -> None:

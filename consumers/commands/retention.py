@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
 from consumers.observability.logs import LogFormat, configure_logging
@@ -71,13 +71,12 @@ def compact_command(
     ] = "text",
 ) -> None:
     """Compact routine captures past their content window, promote flagged ones, expire old records."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     configure_logging(log_format)
     settings = load_service_settings(retention_policy=policy)
     moment = _parse_time(as_of, "--as-of") if as_of else None
-    err = Console(stderr=True)
+    err = terminal.console(err=True)
     with open_runtime(settings, existing_index=True) as rt:
         compactor = rt.compactor(clock=SystemClock())
         with Progress(
@@ -105,7 +104,7 @@ def compact_command(
         finish_compaction_run(errors=len(result.errors), seconds=result.elapsed_seconds)
         write_textfile(metrics_textfile)
     if as_json:
-        typer.echo(json.dumps(result.summary(), indent=2))
+        terminal.echo_json(result.summary())
     else:
         _print_summary(result)
     if result.errors:
@@ -113,8 +112,8 @@ def compact_command(
 
 
 def _print_summary(result: CompactionResult) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     title = "compaction plan (dry run: nothing changed)" if result.dry_run else "compaction"
     table = Table(title=f"{title} at {result.as_of:%Y-%m-%d %H:%M:%S}Z", show_header=True)
@@ -140,13 +139,13 @@ def _print_summary(result: CompactionResult) -> None:
         rows.append(("retention log entries written", result.log_entries))
     for what, n in rows:
         table.add_row(what, str(n))
-    console = Console()
+    console = terminal.console()
     console.print(table)
-    console.print(f"policy {result.policy}; {result.elapsed_seconds:.2f} s")
-    for error in result.errors:
-        console.print(f"[red]not processed:[/red] {error}")
+    console.print(terminal.text(f"policy {result.policy}; {result.elapsed_seconds:.2f} s"))
+    for error in result.errors:  # a reason may name a decision or a key: data
+        console.print(Text.assemble(("not processed:", "red"), " ", terminal.text(error)))
     for reason in result.locked:
-        console.print(f"[yellow]locked (S3 Object Lock):[/yellow] {reason}")
+        console.print(Text.assemble(("locked (S3 Object Lock):", "yellow"), " ", terminal.text(reason)))
 
 
 def hold_command(
@@ -159,7 +158,9 @@ def hold_command(
     with open_runtime(existing_index=True) as rt:
         result = rt.legal_holds(clock=SystemClock()).hold(decision_id, reason=reason)
     state = "held" if result.changed else "already held"
-    typer.echo(f"{state}: {decision_id} ({result.content_state}) reason: {result.hold_reason}")
+    terminal.echo(
+        terminal.clean(f"{state}: {decision_id} ({result.content_state}) reason: {result.hold_reason}")
+    )
 
 
 def release_command(
@@ -170,7 +171,7 @@ def release_command(
     with open_runtime(existing_index=True) as rt:
         result = rt.legal_holds(clock=SystemClock()).release(decision_id, reason=reason)
     state = "released" if result.changed else "was not held"
-    typer.echo(f"{state}: {decision_id} ({result.content_state})")
+    terminal.echo(terminal.clean(f"{state}: {decision_id} ({result.content_state})"))
 
 
 def flag_command(
@@ -206,7 +207,7 @@ def flag_command(
             rt.sender, decision_id, agent_id=agent, reason=reason, failure=failure, signer=signer
         )
     signed = "signed" if sent.signed else "unsigned"
-    typer.echo(
+    terminal.echo(
         f"flag sent ({signed}, {rt.settings.transport}): {decision_id} agent={agent} at {sent.value['flaggedAt']}"
     )
 

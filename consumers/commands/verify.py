@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
+from consumers import terminal
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.verify.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
@@ -64,8 +65,9 @@ def _verify_bundle(path: Path, trust: Path | None, log_key: str | None) -> None:
 
 class _Echo:
     def write(self, text: str) -> None:
-        if text.strip():
-            typer.echo(text.rstrip("\n"))
+        if text.strip():  # one line per write, naming parts of a bundle someone sent: data
+            for line in text.rstrip("\n").split("\n"):
+                terminal.echo(terminal.clean(line))
 
 
 def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore, reason: str) -> None:
@@ -89,7 +91,7 @@ def _verify_by_id(decision_id: str, settings: ServiceSettings, trust: TrustStore
         verdict = stored_verdict(decision_id, index=index, store=rt.blob_store, trust=trust, ids=ids)
         erased = erasure_note(decision_id, DataKeyStore(rt.blob_store))  # the evidence verifies without it
     for line in (verdict.line(), *verdict.notes(), *([erased] if erased else [])):
-        typer.echo(line)
+        terminal.echo(terminal.clean(line))
     if verdict.exit_code:
         raise typer.Exit(verdict.exit_code)
 
@@ -133,11 +135,15 @@ def verify_command(
         report = verify_capture(capture, trust)
     except VerificationError as exc:
         reason = str(exc).removeprefix(f"{exc.part}: ")
-        typer.echo(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}")
+        terminal.echo(
+            terminal.clean(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}")
+        )
         raise typer.Exit(EXIT_NOT_VERIFIED) from exc
-    typer.echo(f"verified: {name} key={report.key_id} ({report.checked_parts} parts)")
+    terminal.echo(terminal.clean(f"verified: {name} key={report.key_id} ({report.checked_parts} parts)"))
     if report.absent_parts:
-        typer.echo(f"absent content (hash kept, not checked): {', '.join(report.absent_parts)}")
+        terminal.echo(
+            terminal.clean(f"absent content (hash kept, not checked): {', '.join(report.absent_parts)}")
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -2,12 +2,20 @@
 
 A statement runs only if the engine's own parser says it is one SELECT (``WITH``, ``UNION``,
 ``INTERSECT``, ``EXCEPT``, joins and subqueries included) that reads nothing but the index's own tables
-and views (those ``ddl.sql`` creates). Refused, before anything runs: every other statement, every table
-function (``file``, ``url``, ``s3``, ``remote``, ``numbers``, ``python``, … — none is on an allow-list:
-the index tables hold everything an operator asks, and each table function is a door to files,
-the network, other databases or this process), scalar functions that read outside the index (``file``,
-``dictGet*``, ``joinGet``, ``hasColumnInTable``, …), ``INTO OUTFILE``, ``FORMAT`` (the CLI formats),
-``SETTINGS``, and tables of other databases (``system.*`` included).
+and views (those ``ddl.sql`` creates) and calls nothing but the pure functions listed in
+``query_functions.txt``. Everything is checked against an allow-list, nothing against a deny-list: parse
+tree node kinds, relations, functions. Refused, before anything runs: every other statement, every table
+function (``file``, ``url``, ``s3``, ``remote``, ``numbers``, ``python``, … — the index tables hold
+everything an operator asks, and each table function is a door to files, the network, other databases or
+this process), every function not on the list (``file``, ``dictGet*``, ``joinGet``, ``getSetting``,
+``ai*``, …), the ``APPLY`` column transformer (the engine's parse dump does not name the function it
+applies, so it cannot be checked: write ``f(column)`` instead), ``INTO OUTFILE``, ``FORMAT`` (the CLI
+formats), ``SETTINGS``, and tables of other databases (``system.*`` included).
+
+On embedded chdb the engine cannot be told to keep ``file()`` away from the filesystem (clickhouse-local
+ignores ``user_files_path`` for absolute paths), so this check is the wall there; the connection's
+``readonly = 1`` and its time, row and memory limits stand behind it. On a server, the read-only query
+user (SELECT on the index tables only) is the outer wall.
 
 How the parser is asked, safely:
 
@@ -18,7 +26,7 @@ How the parser is asked, safely:
    strictly (every node's child count must match), so a quoted name cannot forge nodes; node kinds
    outside a small allow-list are refused.
 3. The canonical text, the one just checked, is what runs: on a ``readonly = 1`` connection with the
-   engine's row and time limits (:class:`~consumers.index.engine.QueryLimits`).
+   engine's row, time and memory limits (:class:`~consumers.index.engine.QueryLimits`).
 
 Only an operator may query (the tables hold every decision's metadata, ``origin_user_id`` included);
 any other scope is refused, and logged like any refusal.
@@ -41,11 +49,13 @@ from consumers.access.gate import AccessLogUnavailable
 from consumers.access.log import AccessLog, AccessRecord
 from consumers.access.scopes import Caller
 from consumers.index.engine import Index, QueryLimits, load_ddl, split_statements
+from consumers.index.query_functions import allowed_functions
 from schemas.errors import IndexError_
 
 __all__ = [
     "QueryRefused",
     "QueryResult",
+    "allowed_functions",
     "confine",
     "index_relations",
     "run_query",
@@ -87,7 +97,6 @@ _ALLOWED_KINDS = frozenset(
         "ColumnsExceptTransformer",
         "ColumnsReplaceTransformer",
         "ColumnsReplaceTransformerReplacement",
-        "ColumnsApplyTransformer",
         "ColumnsTransformerList",
         "OrderByElement",
         "WithFill",
@@ -102,31 +111,6 @@ _ALLOWED_KINDS = frozenset(
 )
 _IN_FUNCTIONS = frozenset(
     {"in", "notin", "globalin", "globalnotin", "nullin", "notnullin", "globalnullin", "globalnotnullin"}
-)
-# Scalar functions that reach outside the index (files, dictionaries and their sources, Join tables of
-# any database, other servers, the keeper, the host). Lower-case; every dict* function too.
-_OUTSIDE_FUNCTIONS = frozenset(
-    {
-        "file",
-        "joinget",
-        "joingetornull",
-        "hascolumnintable",
-        "generateserialid",
-        "catboostevaluate",
-        "naivebayesclassifier",
-        "getmacro",
-        "getserversetting",
-        "getmergetreesetting",
-        "filesystemavailable",
-        "filesystemcapacity",
-        "filesystemunreserved",
-        "addresstoline",
-        "addresstolinewithinlines",
-        "addresstosymbol",
-        "demangle",
-        "showcertificate",
-        "zookeepersessionuptime",
-    }
 )
 _STATEMENTS = {
     "InsertQuery": "INSERT",
@@ -270,6 +254,8 @@ class _Checker:
             todo.extend(node.children)
             if node.kind == "Set":
                 raise _refuse("SETTINGS is not allowed")
+            if node.kind == "ColumnsApplyTransformer":
+                raise _refuse("APPLY is not allowed (its function cannot be checked): call f(column) instead")
             if node.kind not in _ALLOWED_KINDS:
                 raise _refuse(f"{_STATEMENTS.get(node.kind, node.kind)} is not allowed")
             if node.kind == "TableExpression":
@@ -280,8 +266,8 @@ class _Checker:
                 self.table(node.name)
             elif node.kind == "Function":
                 name = node.name.lower()
-                if name in _OUTSIDE_FUNCTIONS or name.startswith("dict"):
-                    raise _refuse(f"function {node.name}() reads outside the index and is not allowed")
+                if not allowed_functions().allows(node.name):
+                    raise _refuse(f"function {node.name}() is not on the list of functions a query may call")
                 if name in _IN_FUNCTIONS and node.children and len(node.children[0].children) == 2:
                     right = node.children[0].children[1]
                     if right.kind == "Identifier":  # `x IN table`

@@ -63,6 +63,45 @@ def _arrow_type(base: str) -> Any:
     raise IndexError_(f"chdb insert: unsupported column type {base}")
 
 
+def _as_binary(arrow_type: Any) -> Any:
+    """``arrow_type`` with every string inside it (lists, maps, structs included) read as bytes."""
+    import pyarrow as pa
+
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return pa.binary()
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return pa.list_(_as_binary(arrow_type.value_type))
+    if pa.types.is_map(arrow_type):
+        return pa.map_(_as_binary(arrow_type.key_type), _as_binary(arrow_type.item_type))
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([f.with_type(_as_binary(f.type)) for f in arrow_type])
+    return arrow_type
+
+
+def _escaped_text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, list):
+        return [_escaped_text(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_escaped_text(v) for v in value)
+    if isinstance(value, dict):
+        return {_escaped_text(k): _escaped_text(v) for k, v in value.items()}
+    return value
+
+
+def _python_rows(table: Any) -> list[dict[str, Any]]:
+    """The rows of an Arrow result. A string the engine returns that is not UTF-8 (``unhex('ff')``)
+    becomes text with its bad bytes escaped (``\\xff``) instead of failing the whole result."""
+    try:
+        return list(table.to_pylist())
+    except UnicodeDecodeError:
+        import pyarrow as pa
+
+        binary = pa.schema([f.with_type(_as_binary(f.type)) for f in table.schema])
+        return [_escaped_text(row) for row in table.cast(binary).to_pylist()]
+
+
 _chdb_lock = threading.Lock()
 _chdb_open: dict[str, int] = {}  # realpath -> open ChdbIndex count in this process
 
@@ -205,7 +244,9 @@ class ChdbIndex(SqlIndex):
         else:
             conn = self._read_only_conn() if read_only else self._conn
         table = self._run(conn, sql, params, "ArrowTable")
-        return normalize_rows(table.to_pylist())
+        if limits is not None:
+            limits.check_result_size(table.nbytes)
+        return normalize_rows(_python_rows(table))
 
     def explain_ast(self, sql: str, *, limits: QueryLimits) -> list[str]:
         result = self._run(self._confined_conn(limits), f"EXPLAIN AST {sql}", None, "TabSeparated")

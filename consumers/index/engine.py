@@ -73,20 +73,34 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 @dataclass(frozen=True, slots=True)
 class QueryLimits:
     """The engine's own guards for a confined query (``blackbox query``): a read-only (``readonly = 1``)
-    connection, at most ``max_rows`` rows and ``timeout_s`` seconds.
+    connection, at most ``max_rows`` rows, ``timeout_s`` seconds and ``max_memory_bytes`` of memory.
 
     The engine stops reading at the first block past ``max_rows + 1`` rows (``result_overflow_mode =
     'break'``), so a caller that keeps ``max_rows`` knows more existed when it got more; past
-    ``timeout_s`` the query fails (``timeout_overflow_mode = 'throw'``).
+    ``timeout_s`` the query fails (``timeout_overflow_mode = 'throw'``), and past ``max_memory_bytes``
+    (``max_memory_usage``, which counts the result the engine builds too) it fails. ``max_result_bytes``
+    is checked by the engine's reader before the result becomes Python values (a few times larger):
+    a larger result is an error, never a silently shorter one.
     """
 
     max_rows: int
     timeout_s: int
+    max_memory_bytes: int = 1 << 30
+    max_result_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
-        if self.max_rows < 1 or self.timeout_s < 1:
+        if min(self.max_rows, self.timeout_s, self.max_memory_bytes, self.max_result_bytes) < 1:
             raise IndexError_(
-                f"query limits must be positive (rows={self.max_rows}, seconds={self.timeout_s})"
+                f"query limits must be positive (rows={self.max_rows}, seconds={self.timeout_s}, "
+                f"memory={self.max_memory_bytes}, result={self.max_result_bytes})"
+            )
+
+    def check_result_size(self, size: int) -> None:
+        """Refuse a result of ``size`` bytes (as the engine returned it) past ``max_result_bytes``."""
+        if size > self.max_result_bytes:
+            raise IndexError_(
+                f"the result is {size / 2**20:.0f} MiB, more than the {self.max_result_bytes / 2**20:.0f} MiB "
+                "a query may return: select fewer columns or rows (--limit)"
             )
 
     def engine_settings(self) -> dict[str, int | str]:
@@ -96,6 +110,7 @@ class QueryLimits:
             "result_overflow_mode": "break",
             "max_execution_time": self.timeout_s,
             "timeout_overflow_mode": "throw",
+            "max_memory_usage": self.max_memory_bytes,
         }
 
 

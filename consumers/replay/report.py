@@ -22,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from consumers.replay.fidelity import fidelity_note, fidelity_of
 from consumers.replay.outcome import Comparison, Outcome, compare
@@ -29,6 +30,7 @@ from consumers.replay.replayer import PreparedCapture, Replayer, ReplayResult, r
 from consumers.replay.runlog import ReplayRunRow
 from consumers.replay.variance import Variance, distribution
 from consumers.replay.variation import Variation
+from consumers.terminal import clean, text
 from schemas.errors import ModelClientError
 
 OUTPUT_WIDTH = 48
@@ -250,16 +252,27 @@ _VIEW_NOTES = {
 
 
 def render_table(report: ReplayReport, console: Console) -> None:
+    """The report for a terminal. Everything that came from the capture or the model is data: given to
+    Rich as :class:`~rich.text.Text` through :mod:`consumers.terminal` (escaped, never markup)."""
     status = (
-        "[green]verified[/green]" if report.verified else f"[bold red]{report.verification_note}[/bold red]"
+        Text("verified", style="green") if report.verified else text(report.verification_note, "bold red")
     )
-    console.print(f"[bold]replay {report.decision_id}[/bold] (agent {report.agent_id}) — {status}")
+    head = Text.assemble(
+        ("replay ", "bold"),
+        text(report.decision_id, "bold"),
+        " (agent ",
+        text(report.agent_id),
+        ") — ",
+        status,
+    )
+    console.print(head)
     console.print(
-        f"model endpoint: {report.model_endpoint or 'unknown'} — captured: {report.captured_endpoint or 'none'}",
-        markup=False,
+        text(
+            f"model endpoint: {report.model_endpoint or 'unknown'} — captured: {report.captured_endpoint or 'none'}"
+        )
     )
-    console.print(f"fidelity: {report.fidelity_note or report.fidelity}", markup=False)
-    console.print(f"view: {_VIEW_NOTES.get(report.view, report.view)}", markup=False)
+    console.print(text(f"fidelity: {report.fidelity_note or report.fidelity}"))
+    console.print(text(f"view: {_VIEW_NOTES.get(report.view, report.view)}"))
     table = Table(show_lines=False)
     for column in (
         "run",
@@ -277,9 +290,9 @@ def render_table(report: ReplayReport, console: Console) -> None:
     table.add_row(
         "original",
         "",
-        " → ".join(original.tool_names()),
+        text(" → ".join(original.tool_names())),
         _short(original.final_output),
-        original.stop_reason or "",
+        text(original.stop_reason),
         "",
         "",
         "",
@@ -288,46 +301,51 @@ def render_table(report: ReplayReport, console: Console) -> None:
     for row in report.rows:
         result, comparison = row.result, row.comparison
         table.add_row(
-            row.label,
-            result.model,
-            " → ".join(c.tool_name + ("!" if c.source == "unrecorded" else "") for c in result.tool_calls),
+            text(row.label),
+            text(result.model),
+            text(
+                " → ".join(c.tool_name + ("!" if c.source == "unrecorded" else "") for c in result.tool_calls)
+            ),
             _short(result.final_output),
-            result.stop_reason,
+            text(result.stop_reason),
             _mark(comparison.final_output_equal if comparison else None),
             _mark(comparison.tool_calls_equal if comparison else None),
             str(comparison.first_divergent_step or "") if comparison else "",
-            row.verdict,
+            text(row.verdict),
         )
     console.print(table)
     for row in report.rows:
         if row.variance is not None:
             console.print(_variance_table(row.label, row.variance))
     for caveat in report.caveats:
-        console.print(f"[yellow]caveat:[/yellow] {caveat}")
+        console.print(Text.assemble(("caveat:", "yellow"), " ", text(caveat)))
 
 
 def _variance_table(label: str, variance: Variance) -> Table:
-    table = Table(title=f"{label}: {variance.runs} runs, {variance.distinct} distinct outcome(s)")
+    table = Table(title=text(f"{label}: {variance.runs} runs, {variance.distinct} distinct outcome(s)"))
     for column in ("count", "tool calls", "final output", "matches original"):
         table.add_column(column, overflow="fold")
     for bucket in variance.buckets:
         table.add_row(
             str(bucket.count),
-            " → ".join(bucket.tool_names),
+            text(" → ".join(bucket.tool_names)),
             _short(bucket.outcome.final_output),
             _mark(bucket.matches_original),
         )
     return table
 
 
-def _short(text: str | None) -> str:
-    if text is None:
-        return "—"
-    return text if len(text) <= OUTPUT_WIDTH else text[: OUTPUT_WIDTH - 1] + "…"
+def _short(value: str | None) -> Text:
+    if value is None:
+        return Text("—")
+    shown = clean(value)
+    return Text(shown if len(shown) <= OUTPUT_WIDTH else shown[: OUTPUT_WIDTH - 1] + "…")
 
 
-def _mark(value: bool | None) -> str:
-    return "" if value is None else ("yes" if value else "[red]no[/red]")
+def _mark(value: bool | None) -> Text:
+    return Text(
+        "" if value is None else ("yes" if value else "no"), style="" if value is not False else "red"
+    )
 
 
 # -- replay_runs -------------------------------------------------------------------------------

@@ -120,6 +120,9 @@ th, td { border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; }
 """
 
 
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
 def _series(rows: list[dict[str, Any]], key: str, x: str, y: str) -> dict[str, list[list[Any]]]:
     out: dict[str, list[list[Any]]] = {}
     for row in rows:
@@ -220,7 +223,10 @@ def render_report(
         "volume": volume,
         "probe": dict(probe or {}),
     }
-    payload = json.dumps(data, default=str).replace("</", "<\\/")
+    # Inside <script>, "</script" ends the block and "<!--" switches the HTML parser into a state where
+    # the next "<script" swallows the real end: no "<", ">" or "&" may appear raw. JSON emits them only
+    # inside strings, where \u escapes read back as the same text.
+    payload = json.dumps(data, default=str).translate(_SCRIPT_SAFE)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>blackbox report</title><style>{_STYLE}</style></head>
 <body>

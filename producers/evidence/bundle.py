@@ -368,6 +368,9 @@ def _b64(value: object, *, part: str) -> bytes:
 
 
 # --- the SDK's own command line: no services, no CLI extra ---------------------------------------------
+_TOO_DEEP = "JSON nested too deeply to read (arrays or objects inside each other beyond ~1,000 levels)"
+
+
 def read_json_object(path: Path, *, what: str) -> dict[str, Any]:
     """The JSON object in ``path``; a one-line ``ContractError`` naming the file (``what``: "a bundle")."""
     try:
@@ -378,6 +381,8 @@ def read_json_object(path: Path, *, what: str) -> dict[str, Any]:
         raise ContractError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", path=str(path)
         ) from exc
+    except RecursionError as exc:  # Python's parser recurses per level: an input error, not a verdict
+        raise ContractError(_TOO_DEEP, path=str(path)) from exc
     if not isinstance(value, dict):
         raise ContractError(f"{what} is a JSON object", path=str(path))
     return value
@@ -395,6 +400,8 @@ def run(bundle_path: Path, trust_path: Path, *, log_key: str | None, out: Any = 
     name = bundle.get("decisionId") or bundle_path.name
     try:
         report = verify_bundle(bundle, trust, log_key=_read_key(log_key))
+    except RecursionError as exc:  # parsed, but too deep for the checks that walk it
+        raise ContractError(_TOO_DEEP, path=str(bundle_path)) from exc
     except VerificationError as exc:
         reason = str(exc).removeprefix(f"{exc.part}: ")
         print(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}", file=out)

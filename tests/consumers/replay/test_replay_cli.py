@@ -180,3 +180,20 @@ def test_cli_regress_over_a_directory(cli: Callable[..., Any], golden_dir: Path,
 def test_cli_live_needs_authorization(cli: Callable[..., Any], golden_dir: Path) -> None:
     result = cli("replay", "--file", str(golden_dir / "replay-identical.json"), "--live")
     assert result.exit_code != 0 and "--authorize" in str(result.exception)
+
+
+def test_cli_replay_table_shows_hostile_output_as_text(
+    cli: Callable[..., Any], golden_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 24: ``[/INST]`` in a capture's output crashed the table (MarkupError), ESC reached the
+    terminal. Now it is printed literally, escaped, with the UNVERIFIED note."""
+    capture = json.loads((golden_dir / "replay-identical.json").read_text(encoding="utf-8"))
+    capture["executionTrace"]["finalOutputText"] = "[/INST]\x1b[2J\u202e[link=x]y"
+    capture["agentId"] = "agt[/b]\x1b[1A"
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(capture), encoding="utf-8")
+    result = cli("replay", "--file", str(hostile), "--allow-unverified")
+    assert result.exit_code == 0, repr(result.exception)
+    out = result.stdout
+    assert "[/INST]\\x1b[2JU+202E[link=x]y" in out and "agt[/b]\\x1b[1A" in out and "UNVERIFIED" in out
+    assert "\x1b" not in out and "\u202e" not in out

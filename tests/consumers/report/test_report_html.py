@@ -99,3 +99,30 @@ def test_the_probe_chart_and_the_gates_render(tmp_path: Path) -> None:
     dom = dump_dom(page)
     assert 'data-rendered="7"' in dom
     assert dom.count('class="point"') == 16 and "wrong-refund" in dom and "PASS" in dom
+
+
+HOSTILE_TOOL = "t<!--<script>x</script><script>document.title='owned'</script>&amp;"
+
+
+def test_data_cannot_leave_the_data_block(tmp_path: Path) -> None:
+    """``<!--`` and ``<script`` inside the data would make the HTML parser run the block past its end
+    (the report escaped ``</`` only): every ``<``, ``>`` and ``&`` of the data is a JSON escape."""
+    hostile = render_report(
+        failure_by_prompt=[],
+        failure_by_model=[],
+        latency=[],
+        tool_errors=[{"tool_name": HOSTILE_TOOL, "error_rate": 0.5}],
+        volume=[],
+        replays=[],
+        generated_at=datetime(2026, 11, 30, tzinfo=UTC),
+        window="w",
+    )
+    block = hostile.split('<script type="application/json" id="blackbox-data">', 1)[1].split("</script>", 1)[
+        0
+    ]
+    assert "<" not in block and ">" not in block and "&" not in block
+    assert json.loads(block)["tool_errors"] == [{"tool_name": HOSTILE_TOOL, "error_rate": 0.5}]
+    file = tmp_path / "report.html"
+    file.write_text(hostile, encoding="utf-8")
+    dom = dump_dom(file)
+    assert "data-rendered=" in dom and "owned" not in dom.split("<body", 1)[0]
