@@ -100,35 +100,60 @@ class SealedSnapshots:
     def snapshot(self, value: Any, *, path: str, problems: list[str]) -> Any:
         """What :func:`~producers.unrecordable.snapshot` returns for ``value``, shared and pinned
         when the same content was snapshotted before. Never raises."""
-        key: bytes | None = None
-        if type(value) is dict or type(value) is list:
-            try:
-                key = marshal.dumps(value)
-            except Exception:  # not marshal's exact types, too deep: the ordinary snapshot names it
-                key = None
-            if key is not None and self._min_bytes <= len(key) <= self._max_bytes:
-                kept = self._entries.get(key)
-                # a kept snapshot whose pins other configurations pushed out is pinned again
-                if kept is not None and (pinned_hash(kept, "json") is not None or _pin_json(kept)):
-                    return kept
-            else:
-                key = None
+        key = self._key(value)
+        kept = self._kept(key)
+        if kept is not None:
+            return kept
         found: list[str] = []
         copy = check.snapshot(value, path=path, problems=found)
         problems.extend(found)
-        if key is not None and not found and _pin_json(copy):
-            keys = [key]
-            # The snapshot shares the value's strings, and marshal flags what is referenced more
-            # than once: the same object given again has this second key; an equal one built
-            # afresh (a request body parsed again) has the first.
-            with contextlib.suppress(Exception):
-                keys.append(marshal.dumps(value))
-            for each in keys:
-                if len(self._entries) >= self._max_entries:
-                    with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # a racing thread
-                        del self._entries[next(iter(self._entries))]
-                self._entries[each] = copy
+        if key is not None and not found:
+            self._keep(key, value, copy)
         return copy
+
+    def shared(self, value: Any) -> Any:
+        """The kept snapshot equal to ``value``, else ``value`` itself — for JSON the worker parsed
+        itself (the ``tools`` of a captured request body), which needs no snapshot to stay as it
+        is: a value that can be kept is snapshotted once, its hash and text pinned. Never raises."""
+        key = self._key(value)
+        kept = self._kept(key)
+        if kept is not None or key is None:
+            return value if kept is None else kept
+        found: list[str] = []
+        copy = check.snapshot(value, path="", problems=found)
+        return copy if not found and self._keep(key, value, copy) else value
+
+    def _key(self, value: Any) -> bytes | None:
+        if type(value) is not dict and type(value) is not list:
+            return None
+        try:
+            key = marshal.dumps(value)
+        except Exception:  # not marshal's exact types, too deep: the ordinary snapshot names it
+            return None
+        return key if self._min_bytes <= len(key) <= self._max_bytes else None
+
+    def _kept(self, key: bytes | None) -> Any:
+        kept = None if key is None else self._entries.get(key)
+        # a kept snapshot whose pins other configurations pushed out is pinned again
+        if kept is not None and (pinned_hash(kept, "json") is not None or _pin_json(kept)):
+            return kept
+        return None
+
+    def _keep(self, key: bytes, value: Any, copy: Any) -> bool:
+        if not _pin_json(copy):
+            return False
+        keys = [key]
+        # The snapshot shares the value's strings, and marshal flags what is referenced more than
+        # once: the same object given again has this second key; an equal one built afresh (a
+        # request body parsed again) has the first.
+        with contextlib.suppress(Exception):
+            keys.append(marshal.dumps(value))
+        for each in keys:
+            if len(self._entries) >= self._max_entries:
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # a racing thread
+                    del self._entries[next(iter(self._entries))]
+            self._entries[each] = copy
+        return True
 
     def clear(self) -> None:
         self._entries.clear()
