@@ -30,6 +30,17 @@ Each blackbox variant runs on each ``--paths``: ``configure`` is the README's pe
 same objects each time, as a runtime passes its constants); ``pinned`` is ``Recorder.configure``
 once, before the decisions.
 
+``--wire N`` adds the wire-capture comparison: the real ``openai`` client makes N Chat Completions
+calls (~20 KB of messages, the 20-tool schema's ``tools``) against the local provider server
+(``tests/integrations/provider_server.py``, run by this parent process so its CPU is nobody's),
+each variant in a fresh subprocess: ``sdk`` (the client alone), ``otel-openai`` (the official
+OpenTelemetry OpenAI instrumentation, ``opentelemetry-instrumentation-genai-openai``, message content
+on, into the same OTLP-encoding ``BatchSpanProcessor``) and ``wire`` (the client wrapped by
+``producers.integrations.openai.wrap``: each call its own decision, captured in full, sealed,
+signed and Avro-encoded into a discarding transport). Reported: CPU per call, the ratio to
+``otel-openai`` (target <= 1.0x), and each variant's CPU above ``sdk``; with ``--before``, also
+``wire-before`` (the wrapped client on the earlier tree).
+
 Per variant: ``--warmup`` decisions (flushed, not measured), then ``count`` decisions and the flush
 (``force_flush`` / ``Recorder.flush``) inside the measured window; CPU is
 ``getrusage(RUSAGE_SELF)`` user + system, every thread of the process; ``agent`` is the CPU of the
@@ -69,6 +80,7 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 CONTENTS = 16  # distinct decisions cycled through, as in bench_producer.py
 PATHS = ("configure", "pinned")
+WIRE_VARIANTS = ("sdk", "otel-openai", "wire")
 
 
 def cpu_seconds() -> float:
@@ -262,6 +274,147 @@ def run_blackbox(
     }
 
 
+# --- wire capture: the openai client against the local server -------------------------------------------
+def wire_body(size: int, tools: int) -> dict[str, Any]:
+    from recorder_testdata import SYSTEM_PROMPT, make_content, make_tool_schema
+
+    content = make_content(size)
+    context = "\n\n".join(entry for _, entry in content.memory)
+    return {
+        "model": "acme-chat",
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": context + "\n\n" + content.user_message},
+        ],
+        "tools": make_tool_schema(tools)["tools"],
+        "temperature": 0.2,
+        "max_tokens": 300,
+    }
+
+
+def run_wire(variant: str, *, base_url: str, warmup: int, count: int) -> dict[str, Any]:
+    import openai
+    from recorder_testdata import NullTransport, new_signer
+
+    body = wire_body(20_000, 20)
+    client: Any = openai.OpenAI(api_key="sk-bench", base_url=base_url, max_retries=0)
+    finish: Any = None
+    status = "sdk"
+    delivered = [0]
+    if variant == "otel-openai":
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+        class Discarding(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                encode_spans(spans).SerializeToString()
+                delivered[0] += len(spans)
+                return SpanExportResult.SUCCESS
+
+        provider = TracerProvider(resource=Resource.create({"service.name": "agt_bench"}))
+        provider.add_span_processor(BatchSpanProcessor(Discarding(), max_queue_size=warmup + count + 2048))
+        OpenAIInstrumentor().instrument(tracer_provider=provider)
+        finish = provider.force_flush
+    elif variant == "wire":
+        from producers import native
+        from producers.integrations import openai as openai_integration
+        from producers.recorder import Recorder
+
+        class Kept(NullTransport):
+            def send(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+                delivered[0] += 1
+                on_delivery(None)
+
+        errors: list[Any] = []
+        rec = Recorder.from_settings(
+            agent_id="agt_bench", signer=new_signer(), transport=Kept(), on_error=errors.append
+        )
+        client = openai_integration.wrap(client, rec, consequential=True)  # every call captured in full
+        finish = lambda: rec.flush(600)  # noqa: E731
+        status = native.status()
+
+    for _ in range(warmup):
+        client.chat.completions.create(**body)
+    if finish is not None:
+        finish()
+    before = delivered[0]
+    c0, t0, a0 = cpu_seconds(), time.perf_counter(), time.thread_time()
+    for _ in range(count):
+        client.chat.completions.create(**body)
+    agent = time.thread_time() - a0
+    if finish is not None:
+        finish()
+    cpu, wall = cpu_seconds() - c0, time.perf_counter() - t0
+    if variant != "sdk" and delivered[0] - before != count:
+        raise SystemExit(f"{variant} delivered {delivered[0] - before} of {count}")
+    return {"cpu": cpu, "agent": agent, "wall": wall, "bytes": 0, "status": status}
+
+
+def measure_wire(
+    variant: str, *, base_url: str, count: int, warmup: int, data_dir: str, before: str | None
+) -> dict[str, Any]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("BLACKBOX_", "OTEL_"))},
+        "BLACKBOX_DATA_DIR": data_dir,
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
+        "BENCH_TREE": before if variant == "wire-before" and before else "",
+    }
+    child_variant = "wire" if variant == "wire-before" else variant
+    argv = [
+        sys.executable,
+        __file__,
+        "--wire-child",
+        child_variant,
+        "--base-url",
+        base_url,
+        "--count",
+        str(count),
+    ]
+    done = subprocess.run(
+        [*argv, "--warmup", str(warmup)], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"wire {variant} failed:\n{done.stderr.strip()}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def wire_table(*, calls: int, warmup: int, repeat: int, data_dir: str, before: str | None) -> None:
+    sys.path.insert(0, str(TREE / "tests" / "integrations"))
+    from provider_server import ProviderServer
+
+    rounds: dict[str, list[dict[str, Any]]] = {}
+    variants = [*WIRE_VARIANTS, *(["wire-before"] if before else [])]
+    with ProviderServer() as server:
+        for _ in range(max(1, repeat)):
+            for variant in variants:
+                found = measure_wire(
+                    variant,
+                    base_url=server.openai_base_url,
+                    count=calls,
+                    warmup=warmup,
+                    data_dir=data_dir,
+                    before=before,
+                )
+                rounds.setdefault(variant, []).append(found)
+    cpu = {v: statistics.median(r["cpu"] for r in runs) / calls * 1e6 for v, runs in rounds.items()}
+    agent = {v: statistics.median(r["agent"] for r in runs) / calls * 1e6 for v, runs in rounds.items()}
+    print(
+        f"\nwire capture: openai chat call, ~20 KB of messages, 20 tools, {calls} calls; us of CPU per call"
+    )
+    print(f"{'variant':<14}{'total':>10}{'x otel':>8}{'above sdk':>11}{'x otel':>8}{'caller':>9}")
+    for variant in variants:
+        above = cpu[variant] - cpu["sdk"]
+        peer_above = cpu["otel-openai"] - cpu["sdk"]
+        print(
+            f"{variant:<14}{cpu[variant]:10.0f}{cpu[variant] / cpu['otel-openai']:8.2f}"
+            f"{above:11.0f}{above / peer_above if peer_above > 0 else float('nan'):8.2f}{agent[variant]:9.0f}"
+        )
+    print("target: wire <= 1.0x otel-openai (total CPU per call)")
+
+
 def child(variant: str, *, size: int, tools: int, path: str, count: int, warmup: int) -> None:
     from recorder_testdata import make_content, make_tool_schema
 
@@ -324,11 +477,29 @@ def main() -> None:
         "--before",
         help="a tree of an earlier commit (git archive <commit> | tar -x -C DIR): adds the 'before' variant",
     )
+    parser.add_argument("--wire", type=int, default=0, help="calls of the wire-capture comparison (0: skip)")
+    parser.add_argument("--wire-only", action="store_true", help="only the wire-capture comparison")
     parser.add_argument("--child", choices=tuple(VARIANTS), help=argparse.SUPPRESS)
+    parser.add_argument("--wire-child", choices=WIRE_VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--path", choices=PATHS, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.wire_child:
+        found = run_wire(args.wire_child, base_url=args.base_url, warmup=args.warmup, count=args.count)
+        print(json.dumps(found))
+        return
+    if args.wire_only:
+        with tempfile.TemporaryDirectory(prefix="bench-vs-otel-") as data_dir:
+            wire_table(
+                calls=args.wire or 1000,
+                warmup=args.warmup,
+                repeat=args.repeat,
+                data_dir=data_dir,
+                before=args.before,
+            )
+        return
     if args.child:
         child(
             args.child,
@@ -410,6 +581,11 @@ def main() -> None:
         status = results[variant, path, sizes[0], tool_counts[0]]["status"]
         if status not in ("sdk", "native"):
             print(f"{variant}: {status}")
+    if args.wire:
+        with tempfile.TemporaryDirectory(prefix="bench-vs-otel-") as data_dir:
+            wire_table(
+                calls=args.wire, warmup=args.warmup, repeat=args.repeat, data_dir=data_dir, before=args.before
+            )
 
 
 if __name__ == "__main__":
