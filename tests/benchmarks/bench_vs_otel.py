@@ -4,7 +4,8 @@
                                              [--paths configure,pinned] [--count-20k 3000]
                                              [--count-120k 1000] [--warmup 200]
                                              [--variants otel,blackbox,redact-off,native-off]
-                                             [--repeat 3] [--before DIR]
+                                             [--repeat 3] [--before DIR] [--wire N] [--caller N]
+                                             [--skip-cpu]
 
 The same decisions (``recorder_testdata.make_content``, the content ``bench_producer.py`` uses, with
 a tool schema of ``--tools`` function tools from ``make_tool_schema``: ~800 bytes, ~16 KB, ~40 KB)
@@ -40,6 +41,10 @@ on, into the same OTLP-encoding ``BatchSpanProcessor``) and ``wire`` (the client
 signed and Avro-encoded into a discarding transport). Reported: CPU per call, the ratio to
 ``otel-openai`` (target <= 1.0x), and each variant's CPU above ``sdk``; with ``--before``, also
 ``wire-before`` (the wrapped client on the earlier tree).
+
+``--caller N`` adds what each public call costs the agent's thread (``time.thread_time``, mean over
+N decisions of ~20 KB, the worker not running) on the per-decision path with each ``--tools`` count:
+which calls grow with the tool schema, and so what is left to move to the worker.
 
 Per variant: ``--warmup`` decisions (flushed, not measured), then ``count`` decisions and the flush
 (``force_flush`` / ``Recorder.flush``) inside the measured window; CPU is
@@ -274,6 +279,66 @@ def run_blackbox(
     }
 
 
+# --- the agent's thread, call by call ---------------------------------------------------------------------
+CALLS = (
+    "decision",
+    "configure",
+    "add_memory x4",
+    "render_context",
+    "add_tool_call x2",
+    "observe_external",
+    "finish",
+)
+
+
+def caller_table(*, decisions: int, tool_counts: list[int]) -> None:
+    from recorder_testdata import CONFIG, NullTransport, make_content, make_tool_schema, new_signer
+
+    from producers.recorder import Recorder
+
+    content = make_content(20_000)
+    clock = time.thread_time
+    costs: dict[int, dict[str, float]] = {}
+    for tools in tool_counts:
+        rec = Recorder(agent_id="agt_bench", transport=NullTransport(), signer=new_signer())
+        rec._submit_decision = lambda builder: None  # type: ignore[method-assign]  # the caller alone
+        config = {**CONFIG, "tool_schema": make_tool_schema(tools)}
+        spent = dict.fromkeys(CALLS, 0.0)
+        for i in range(decisions + 50):
+            mark = clock()
+            seen: list[float] = []
+            d = rec.decision(request=content.request, origin_user_id="usr_42", consequential=True)
+            d.__enter__()
+            seen.append(clock())
+            d.configure(**config)
+            seen.append(clock())
+            for entry_id, entry in content.memory:
+                d.add_memory(entry_id=entry_id, tier="hot", content=entry, score=0.8, method="semantic")
+            seen.append(clock())
+            d.render_context(user_message=content.user_message)
+            seen.append(clock())
+            for output in content.tool_outputs:
+                d.add_tool_call(
+                    name="get_balance", input={"customer_id": "cus_42"}, output=output, latency_ms=1
+                )
+            seen.append(clock())
+            d.observe_external(key="customer.balance", value={"amount": 880.0})
+            seen.append(clock())
+            d.finish(output=content.final_output, reasoning=content.reasoning, outcome="success")
+            d.__exit__(None, None, None)
+            seen.append(clock())
+            if i >= 50:  # after a warm-up
+                for name, start, end in zip(CALLS, [mark, *seen[:-1]], seen, strict=True):
+                    spent[name] += end - start
+        rec.close(1)
+        costs[tools] = {name: total / decisions * 1e6 for name, total in spent.items()}
+    print(f"\nthe agent's thread per call, per-decision configure, ~20 KB, {decisions} decisions; us of CPU")
+    print(f"{'call':<18}" + "".join(f"{f'{t} tools':>10}" for t in tool_counts))
+    for name in CALLS:
+        print(f"{name:<18}" + "".join(f"{costs[t][name]:10.1f}" for t in tool_counts))
+    print(f"{'all':<18}" + "".join(f"{sum(costs[t].values()):10.1f}" for t in tool_counts))
+
+
 # --- wire capture: the openai client against the local server -------------------------------------------
 def wire_body(size: int, tools: int) -> dict[str, Any]:
     from recorder_testdata import SYSTEM_PROMPT, make_content, make_tool_schema
@@ -478,7 +543,8 @@ def main() -> None:
         help="a tree of an earlier commit (git archive <commit> | tar -x -C DIR): adds the 'before' variant",
     )
     parser.add_argument("--wire", type=int, default=0, help="calls of the wire-capture comparison (0: skip)")
-    parser.add_argument("--wire-only", action="store_true", help="only the wire-capture comparison")
+    parser.add_argument("--skip-cpu", action="store_true", help="without the per-decision CPU table")
+    parser.add_argument("--caller", type=int, default=0, help="decisions of the per-call table (0: skip)")
     parser.add_argument("--child", choices=tuple(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--wire-child", choices=WIRE_VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -490,15 +556,18 @@ def main() -> None:
         found = run_wire(args.wire_child, base_url=args.base_url, warmup=args.warmup, count=args.count)
         print(json.dumps(found))
         return
-    if args.wire_only:
-        with tempfile.TemporaryDirectory(prefix="bench-vs-otel-") as data_dir:
-            wire_table(
-                calls=args.wire or 1000,
-                warmup=args.warmup,
-                repeat=args.repeat,
-                data_dir=data_dir,
-                before=args.before,
-            )
+    if args.caller and not args.child:
+        caller_table(decisions=args.caller, tool_counts=[int(t) for t in args.tools.split(",")])
+    if args.skip_cpu and not args.child:
+        if args.wire:
+            with tempfile.TemporaryDirectory(prefix="bench-vs-otel-") as data_dir:
+                wire_table(
+                    calls=args.wire,
+                    warmup=args.warmup,
+                    repeat=args.repeat,
+                    data_dir=data_dir,
+                    before=args.before,
+                )
         return
     if args.child:
         child(
