@@ -70,8 +70,13 @@ def seal(
         ) from exc
 
     core = native.core()
-    if core is None or part_checker(core).fill(sealed) is None:
-        fill_part_hashes(sealed, pinned=pinned)  # the reference; it names what the core declined
+    aside = _set_aside_pinned(sealed) if pinned else None
+    try:
+        if core is None or part_checker(core).fill(sealed) is None:
+            fill_part_hashes(sealed, pinned=pinned)  # the reference; it names what the core declined
+    finally:
+        if aside is not None:
+            aside[0]["toolSchemaJson"] = aside[1]
     _working_set(sealed)
     signature = _signature_block(sealed, signer)
     payload = signing_payload(sealed, fill_root=True).payload
@@ -79,6 +84,25 @@ def seal(
         signer.sign(pae(MANIFEST_PAYLOAD_TYPE, payload))
     )
     return sealed
+
+
+def _set_aside_pinned(sealed: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
+    """Take a pinned tool schema out of the part loop, its pinned hash filled in its place.
+
+    The part loop (native or reference) then keeps that hash as it keeps a structured-only
+    capture's, instead of canonicalising and hashing the schema again; the caller puts the schema
+    back. Only when no hash was supplied (a supplied one is checked against the content as usual).
+    """
+    config = sealed.get("agentConfiguration")
+    if type(config) is not dict or config.get("toolSchemaHash") is not None:
+        return None
+    schema = config.get("toolSchemaJson")
+    digest = None if schema is None else pinned_hash(schema, "json")
+    if digest is None:
+        return None
+    config["toolSchemaJson"] = None
+    config["toolSchemaHash"] = digest
+    return config, schema
 
 
 def fill_part_hashes(sealed: dict[str, Any], *, pinned: bool) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from producers import unrecordable as check
 from producers.clock import format_timestamp
+from producers.config import sealed_snapshots
 from producers.integrations.http_capture import Exchange
 from producers.wire.calls import WireFormat, WireRequest, WireResponse
 
@@ -251,7 +252,8 @@ def assemble(capture: dict[str, Any], calls: Sequence[Any], problems: list[str])
             "systemPromptText": first.system_prompt,
             "toolSchemaVersion": config.get("toolSchemaVersion"),
             "toolSchemaHash": None,
-            "toolSchemaJson": first.tools,
+            # the same tools in every request of an agent: sealed once per content
+            "toolSchemaJson": sealed_snapshots.shared(first.tools),
             "modelIdentifier": first.model or config.get("modelIdentifier") or check.MARKER,
             "modelVersion": answered.model if answered is not None else config.get("modelVersion"),
             "modelProviderEndpoint": f"{records[0]['endpoint']}{records[0]['path']}",

@@ -97,6 +97,51 @@ TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
+def make_tool_schema(tools: int, *, seed: int = 11) -> dict[str, Any]:
+    """An OpenAI-style ``{"tools": [...]}`` of ``tools`` function tools, ~700 bytes of JSON each (a
+    description, four typed parameters with their own descriptions, an enum), as agents carry them."""
+    rng = random.Random(seed)
+    base = ("get_balance", "issue_refund", "lookup_order", "send_email")
+    names = [
+        base[i] if i < len(base) else f"{rng.choice(_WORDS)}_{rng.choice(_WORDS)}_{i}" for i in range(tools)
+    ]
+    return {
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": f"{name} for a customer: " + text(rng, 160),
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            "customer_id": {"type": "string", "description": text(rng, 60)},
+                            "amount": {"type": "number", "description": text(rng, 50), "minimum": 0},
+                            "channel": {"type": "string", "enum": ["chat", "email", "phone"]},
+                            "note": {"type": "string", "description": text(rng, 70)},
+                        },
+                        "required": ["customer_id"],
+                        "additionalProperties": False,
+                    },
+                },
+            }
+            for name in names
+        ]
+    }
+
+
+CONFIG: dict[str, Any] = {
+    "model": "acme-chat",
+    "model_version": "2026-06-01",
+    "endpoint": "http://127.0.0.1:8000/v1",
+    "system_prompt": SYSTEM_PROMPT,
+    "system_prompt_version": "v4.7",
+    "tool_schema": TOOL_SCHEMA,
+    "tool_schema_version": "tools-2026-07",
+    "sampling": {"temperature": 0.2, "top_p": 0.95, "max_tokens": 4096, "stop": ["</done>"], "seed": 7},
+}
+
+
 class NullTransport:
     """Delivers at once and keeps nothing (``keep``: a list to append each sent value to). Test
     transports that send otherwise subclass it for the rest of the protocol."""
@@ -210,17 +255,9 @@ def record_tiny(
     return d
 
 
-def configure(rec: Recorder) -> None:
-    rec.configure(
-        model="acme-chat",
-        model_version="2026-06-01",
-        endpoint="http://127.0.0.1:8000/v1",
-        system_prompt=SYSTEM_PROMPT,
-        system_prompt_version="v4.7",
-        tool_schema=TOOL_SCHEMA,
-        tool_schema_version="tools-2026-07",
-        sampling={"temperature": 0.2, "top_p": 0.95, "max_tokens": 4096, "stop": ["</done>"], "seed": 7},
-    )
+def configure(rec: Recorder, *, tool_schema: Any = TOOL_SCHEMA) -> None:
+    """Pin the configuration once on the recorder (``Recorder.configure``)."""
+    rec.configure(**{**CONFIG, "tool_schema": tool_schema})
 
 
 def record(
@@ -229,8 +266,10 @@ def record(
     *,
     consequential: bool = False,
     decision_id: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> DecisionBuilder:
-    """One full decision through the public API, as a runtime would write it."""
+    """One full decision through the public API, as a runtime would write it; ``config``: the
+    keywords of a per-decision ``d.configure(...)`` (the README's path), else the recorder's own."""
     with rec.decision(
         request=content.request,
         origin_user_id="usr_42",
@@ -239,6 +278,8 @@ def record(
         consequential_reason="issues refunds" if consequential else None,
         decision_id=decision_id,
     ) as d:
+        if config is not None:
+            d.configure(**config)
         for position, (entry_id, entry) in enumerate(content.memory):
             d.add_memory(
                 entry_id=entry_id,
