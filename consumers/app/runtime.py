@@ -261,6 +261,7 @@ class Runtime:
             store=self.blob_store,
             policy=self.retention_policy,
             clock=clock,
+            spool_dir=self.settings.resolved_spool_dir if self.settings.transport == "spool" else None,
         )
 
     def legal_holds(self, *, clock: Clock | None = None) -> LegalHolds:

@@ -10,7 +10,8 @@ Only then are its records delivered; a reader never sees a partial file.
 Consumers track progress like a Kafka partition offset: a :class:`SpoolPosition` is (file, index
 of the next record). :func:`read_spool` yields :class:`SpoolRecord` values from a position on;
 once a file is fully processed and the progress committed (:class:`SpoolCheckpoint`), the consumer
-calls :func:`mark_consumed` so the file leaves the spool (moved to ``consumed/`` or deleted). Files
+calls :func:`mark_consumed` so the file leaves the spool: deleted, because its records now live in
+segments that retention and erasure reach (a copy kept in ``consumed/`` would outlive both). Files
 still in the spool are always read in full, whatever their name, so a file published late by a
 second writer is never skipped; the price is at-least-once delivery if a consumer dies between
 committing and marking, which idempotent ingest absorbs.
@@ -63,6 +64,8 @@ _SUFFIX = ".avro"
 _PART_PREFIX = ".tmp-"
 _PART_SUFFIX = ".avro.part"
 CONSUMED_DIR = "consumed"
+"""Where releases before this one moved consumed files (``keep=True`` still does); ``blackbox compact``
+deletes what is left there (:mod:`consumers.retention.spool_sweep`)."""
 
 
 class SpoolFileCorrupt(TransportError):
@@ -147,8 +150,9 @@ def read_spool(
             yield from read_spool_file(directory / name, start=first)
 
 
-def mark_consumed(directory: str | os.PathLike[str], file: str, *, keep: bool = True) -> None:
-    """Take a fully processed file out of the spool: move it to ``consumed/`` or delete it. Idempotent."""
+def mark_consumed(directory: str | os.PathLike[str], file: str, *, keep: bool = False) -> None:
+    """Take a fully processed file out of the spool: delete it (or, ``keep``, move it to ``consumed/``,
+    where nothing but ``compact`` removes it again). Idempotent."""
     directory = Path(directory)
     src = directory / os.path.basename(file)
     try:
