@@ -33,6 +33,7 @@ from consumers.privacy.manifest import signed_manifest
 from consumers.storage.reader import CONTENT_NOTES, StoredCapture, read_stored
 from consumers.storage.store import CHILD_TABLES, child_rows, current_row, quarantine_rows
 from producers.evidence import VerificationReport, verify_capture
+from producers.privacy.identifiers import is_commitment
 from schemas.codec import decode
 from schemas.errors import CaptureNotFound, RetentionError, SignatureInvalid, VerificationError
 
@@ -285,12 +286,15 @@ def check_rows(
     """Compare the decision row and its child rows with what the capture says (module docstring).
 
     Origin ids the index holds as keyed hashes (:mod:`consumers.privacy.ids`) are compared under
-    ``ids``' key; without the key they cannot be checked and are skipped.
+    ``ids``' key; without the key they cannot be checked and are skipped, and so are ids the capture
+    signs only as commitments (:mod:`producers.privacy.identifiers`).
     """
     hashed = any(str(row.get(c) or "").startswith(HMAC_PREFIX) for c in _ORIGIN_IDS)
     hash_id = ids.of if hashed and ids is not None and ids.key is not None else None
     expected = decision_rows(capture, key_id=row.get("key_id"), hash_id=hash_id)
     unchecked = _ORIGIN_IDS if hashed and hash_id is None else frozenset()
+    # a committed id: the row holds the keyed hash of a raw id only the vault opens (erasure ends that)
+    unchecked |= {c for c in _ORIGIN_IDS if is_commitment(expected.decision.get(c))}
     _compare("decisions", row, expected.decision, skip=_STATEFUL | unchecked)
     if bool(capture.get("consequential", {}).get("flagged")) and not row.get("consequential"):
         raise IndexRowMismatch(

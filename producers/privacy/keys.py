@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from producers.privacy.envelope import SealedOriginalInvalid, open_ids, seal_ids
 from schemas.errors import BlackboxError, BlobNotFound
 
 if TYPE_CHECKING:
@@ -142,6 +144,9 @@ class DataKeyRecord:
     wrapped: bytes | None = None
     erased_at: str | None = None
     erase_reason: str = ""
+    sealed_ids: bytes | None = None
+    """The salt and the raw identifiers of people, sealed under the data key
+    (:func:`producers.privacy.envelope.seal_ids`); gone with the key at erasure."""
 
     @property
     def erased(self) -> bool:
@@ -151,6 +156,8 @@ class DataKeyRecord:
         value: dict[str, Any] = {"decisionId": self.decision_id}
         if self.wrapped is not None:
             value |= {"kekId": self.kek_id, "wrapped": base64.b64encode(self.wrapped).decode("ascii")}
+            if self.sealed_ids is not None:
+                value["sealedIds"] = base64.b64encode(self.sealed_ids).decode("ascii")
         else:
             value |= {"erasedAt": self.erased_at, "reason": self.erase_reason}
         return json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8")
@@ -159,10 +166,12 @@ class DataKeyRecord:
     def from_bytes(cls, data: bytes) -> DataKeyRecord:
         value = json.loads(data)
         wrapped = value.get("wrapped")
+        sealed_ids = value.get("sealedIds") if wrapped is not None else None
         return cls(
             decision_id=str(value["decisionId"]),
             kek_id=str(value.get("kekId") or ""),
             wrapped=None if wrapped is None else base64.b64decode(wrapped),
+            sealed_ids=None if sealed_ids is None else base64.b64decode(sealed_ids),
             erased_at=value.get("erasedAt"),
             erase_reason=str(value.get("reason") or ""),
         )
@@ -227,7 +236,10 @@ class DataKeyStore:
             data_key = old.unwrap(record.wrapped, context=context)
             self.put(
                 DataKeyRecord(
-                    decision_id=decision_id, kek_id=new.key_id, wrapped=new.wrap(data_key, context=context)
+                    decision_id=decision_id,
+                    kek_id=new.key_id,
+                    wrapped=new.wrap(data_key, context=context),
+                    sealed_ids=record.sealed_ids,
                 )
             )
             done += 1
@@ -241,18 +253,43 @@ class Vault:
     kek: KeyEncryptionKey
     keys: DataKeyStore
 
-    def issue(self, decision_id: str) -> bytes:
-        """A new data key for ``decision_id``, its wrapped form stored before it is used."""
+    def issue(
+        self, decision_id: str, *, ids: Mapping[str, str] | None = None, salt: bytes | None = None
+    ) -> bytes:
+        """A new data key for ``decision_id``, its wrapped form stored before it is used; with ``ids``,
+        the raw identifiers of people and their ``salt`` are sealed under it in the same record."""
         data_key = new_data_key()
         wrapped = self.kek.wrap(data_key, context=decision_id.encode("utf-8"))
-        self.keys.put(DataKeyRecord(decision_id=decision_id, kek_id=self.kek.key_id, wrapped=wrapped))
+        sealed = None
+        if ids:
+            if salt is None:
+                raise ValueError("sealing identifiers needs the decision's salt")
+            sealed = seal_ids(ids, salt=salt, data_key=data_key, decision_id=decision_id)
+        self.keys.put(
+            DataKeyRecord(decision_id=decision_id, kek_id=self.kek.key_id, wrapped=wrapped, sealed_ids=sealed)
+        )
         return data_key
 
     def data_key(self, decision_id: str) -> bytes:
         """The decision's data key; :class:`KeyUnavailable` saying why when there is none."""
+        return self._open(decision_id)[1]
+
+    def identifiers(self, decision_id: str) -> tuple[bytes, dict[str, str]] | None:
+        """(salt, raw identifiers by path) sealed in the decision's key record; None when it has none.
+
+        :class:`KeyUnavailable` when there is no key (never stored, erased, not unwrapped)."""
+        record, data_key = self._open(decision_id)
+        if record.sealed_ids is None:
+            return None
+        try:
+            return open_ids(record.sealed_ids, data_key=data_key, decision_id=decision_id)
+        except SealedOriginalInvalid as exc:
+            raise KeyUnavailable(str(exc)) from exc
+
+    def _open(self, decision_id: str) -> tuple[DataKeyRecord, bytes]:
         record = self.keys.get(decision_id)
         if record is None:
             raise KeyUnavailable(f"no data key was stored for {decision_id}: its original cannot be read")
         if record.wrapped is None:
             raise KeyUnavailable(f"original erased on {record.erased_at} ({record.erase_reason})")
-        return self.kek.unwrap(record.wrapped, context=decision_id.encode("utf-8"))
+        return record, self.kek.unwrap(record.wrapped, context=decision_id.encode("utf-8"))
