@@ -25,6 +25,7 @@ from consumers.commands import (
     serve,
     verify,
 )
+from producers.owner_only import owner_only_umask, warn_if_too_open
 from schemas.errors import BlackboxError
 
 app = typer.Typer(
@@ -56,9 +57,24 @@ for _module in (
 
 
 def main() -> None:
-    """Entry point: known blackbox errors print one clear line and exit 2, never a traceback."""
+    """Entry point: known blackbox errors print one clear line and exit 2, never a traceback.
+
+    A service process creates owner-only files (umask 077) and warns at start about a data directory
+    others can read (:mod:`producers.owner_only`)."""
+    owner_only_umask()
+    _warn_if_data_dir_too_open()
     try:
         app()
     except BlackboxError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from exc
+
+
+def _warn_if_data_dir_too_open() -> None:
+    from consumers.app.settings import load_service_settings
+
+    try:
+        data_dir = load_service_settings().data_dir
+    except Exception:  # invalid settings: the command itself says what is wrong, in one line
+        return
+    warn_if_too_open(data_dir)

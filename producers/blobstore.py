@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from producers.owner_only import create_private, private_dirs
 from schemas.errors import BlobLocked, BlobNotFound, BlobStoreError
 
 if TYPE_CHECKING:
@@ -108,8 +109,8 @@ class LocalBlobStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
+        try:  # owner-only whatever the process's umask (producers.owner_only)
+            private_dirs(self.root)
         except OSError as exc:
             raise BlobStoreError(f"cannot create blob directory {self.root}: {exc}") from exc
 
@@ -124,8 +125,8 @@ class LocalBlobStore:
         path = self._path(key)
         tmp = path.with_name(f"{_TEMP_MARK}{path.name}.{uuid.uuid4().hex}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as fh:
+            private_dirs(path.parent)
+            with os.fdopen(create_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())

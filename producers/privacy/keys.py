@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from producers.owner_only import private_dirs
 from producers.privacy.envelope import SealedOriginalInvalid, open_ids, seal_ids
 from schemas.errors import BlackboxError, BlobNotFound
 
@@ -108,7 +109,7 @@ def read_or_create_key_file(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
         key = AESGCM.generate_key(bit_length=256)
         try:  # O_EXCL: two processes creating it at once keep the first one's key
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

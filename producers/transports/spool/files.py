@@ -32,6 +32,7 @@ from typing import Any
 
 import fastavro
 
+from producers.owner_only import create_private, private_dirs
 from schemas.errors import TransportError
 
 __all__ = [
@@ -226,8 +227,8 @@ class SpoolWriter:
         self._part: Path | None = None
         self._records = 0
         self._bytes = 0
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+        try:  # owner-only whatever the agent's umask (producers.owner_only)
+            private_dirs(self.directory)
         except OSError as exc:
             raise TransportError(f"cannot create spool directory {self.directory}: {exc}") from exc
 
@@ -255,7 +256,8 @@ class SpoolWriter:
         self._seq += 1
         self._part = self.directory / f"{_PART_PREFIX}{self.writer_id}-{self._seq:08d}{_PART_SUFFIX}"
         try:
-            self._fh = open(self._part, "wb")  # noqa: SIM115 - closed in publish()/discard()
+            # 0600 whatever the agent's umask; closed in publish()/discard()
+            self._fh = os.fdopen(create_private(self._part, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb")
             # sync_interval large: blocks are cut by flush() at publish time, one block per batch.
             self._writer = fastavro.write.Writer(
                 self._fh, _PARSED_SCHEMA, codec=self.codec, sync_interval=4 * 1024 * 1024
