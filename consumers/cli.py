@@ -6,6 +6,8 @@ listed here, so a module that fails to import is an error, not a command that si
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from consumers.commands import (
@@ -56,13 +58,18 @@ for _module in (
     _module.register(app)
 
 
+SERVICE_COMMANDS = frozenset({"serve", "consume", "otlp"})
+"""The commands that run as services: they check the data directory's modes at start."""
+
+
 def main() -> None:
     """Entry point: known blackbox errors print one clear line and exit 2, never a traceback.
 
-    A service process creates owner-only files (umask 077) and warns at start about a data directory
-    others can read (:mod:`producers.owner_only`)."""
+    Every command creates owner-only files (umask 077); the services (:data:`SERVICE_COMMANDS`) warn at
+    start about a data directory others can read (:mod:`producers.owner_only`)."""
     owner_only_umask()
-    _warn_if_data_dir_too_open()
+    if SERVICE_COMMANDS.intersection(sys.argv[1:2]):  # the long-running services, once at their start
+        _warn_if_data_dir_too_open()
     try:
         app()
     except BlackboxError as exc:

@@ -146,6 +146,6 @@ def test_a_second_local_user_cannot_read_the_data_directory(shared_parent: Path)
 
     # a data directory made readable again is named at the next start
     os.chmod(data, 0o755)
-    warned = _blackbox(data, "compact", "--dry-run")
+    warned = _blackbox(data, "consume", "--drain", "--max-wait", "0.1")
     assert warned.returncode == 0, warned.stderr
     assert f"readable beyond its owner: {data} (0755)" in warned.stderr, warned.stderr
