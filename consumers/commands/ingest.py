@@ -238,6 +238,7 @@ def _print_summary(view: dict[str, Any], verdict: Verdict) -> None:
             f"  class={stored.get('retention_class', '')} expires={stored.get('expires_at', '')}"
             f" ingested as {stored.get('trust', '')}"
         )
+    lines += list(verdict.tampering)  # an object over the sealed version (versioned store)
     privacy = view.get("privacy")
     if privacy:
         kinds = ", ".join(privacy["kinds"])

@@ -58,6 +58,7 @@ from consumers.privacy.identifiers import IdentifierResolver
 from consumers.privacy.ids import IndexIds
 from consumers.retention.policy import RetentionPolicy, default_policy
 from consumers.storage.segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
+from consumers.storage.versions import record_versions
 from consumers.tlog.log import Entry, TransparencyLog
 from producers.avro import decode  # the native reader when it loads, else the codec
 from producers.blobstore import BlobStore
@@ -531,6 +532,7 @@ class BatchProcessor:
         if quarantine:
             groups[QUARANTINE_CLASS] = list(quarantine)
         keys: list[str] = []
+        versions: list[tuple[str, str | None]] = []
         for cls, items in groups.items():
             first = items[0].message
             writer = SegmentWriter(
@@ -543,10 +545,11 @@ class BatchProcessor:
             for item in items:
                 writer.append_frame(item.frame)
             key, body = writer.finish()
-            self.store.put(key, body, retain_until=_locked_until(cls, items))
+            versions.append((key, self.store.put(key, body, retain_until=_locked_until(cls, items))))
             for item, location in zip(items, writer.locations(), strict=True):
                 item.location = location
             keys.append(key)
+        record_versions(self.index, versions)  # a versioned store: read what was sealed (storage.versions)
         return keys
 
     def _compress(self, data: bytes) -> bytes:

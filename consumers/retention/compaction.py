@@ -484,7 +484,7 @@ class Compactor:
                 )
                 continue
             try:
-                placed, made = copy_frames(self.store, seg)
+                placed, made = copy_frames(self.store, seg, index=self.index)
                 tally.new_segments.extend(made)
             except BlobNotFound:
                 if (seg.segment_key, "", "delete-segment") not in logged:
