@@ -10,8 +10,9 @@ erase``) makes every copy of the original unreadable at once, while the redacted
 manifest and its signature stay and still verify. The record is replaced by a tombstone saying when
 and why, so ``show`` can say "original erased on DATE (reason)".
 
-Keep the ``datakeys/`` prefix out of bucket versioning, Object Lock and backups that outlive an
-erasure: an old version of a key record is a copy of the key.
+Keep the ``datakeys/`` prefix out of Object Lock default retention and backups that outlive an
+erasure: an old version of a key record is a copy of the key. On a versioned bucket, writing a
+tombstone deletes every earlier version of the record first (:meth:`DataKeyStore.put`).
 """
 
 from __future__ import annotations
@@ -190,7 +191,12 @@ class DataKeyStore:
         return f"{DATA_KEY_PREFIX}{hashlib.sha256(decision_id.encode('utf-8')).hexdigest()}.json"
 
     def put(self, record: DataKeyRecord) -> None:
-        self.blobs.put(self.key(record.decision_id), record.to_bytes())
+        """Store ``record``. A tombstone on a versioned store (S3 Object Lock) first deletes every version
+        of the record: an older version would still hold the wrapped key, and the erasure would not be one."""
+        key = self.key(record.decision_id)
+        if record.erased and self.blobs.versioned:
+            self.blobs.delete(key)  # every version; a crash before the put leaves no key either
+        self.blobs.put(key, record.to_bytes())
 
     def get(self, decision_id: str) -> DataKeyRecord | None:
         try:

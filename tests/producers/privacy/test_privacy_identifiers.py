@@ -141,3 +141,22 @@ def test_a_counterparty_is_matched_on_the_raw_id_the_vault_opens_and_on_none_aft
     vault.keys.shred(committed["decisionId"], at=datetime(2026, 1, 1, tzinfo=UTC), reason="GDPR Art. 17")
     with pytest.raises(AccessDenied, match="not tied to counterparty"):
         gate.authorize(jane, committed, action="show")
+
+
+@pytest.mark.minio
+def test_an_erasure_on_a_versioned_bucket_leaves_no_older_version_of_the_key(
+    tmp_path: Path, object_lock_store: Any
+) -> None:
+    """On an Object Lock bucket (versioned) the tombstone would otherwise sit over a version that still
+    holds the wrapped key and the sealed ids."""
+    keys = DataKeyStore(object_lock_store)
+    vault = Vault(kek=LocalKeyFile(tmp_path / "kek.key"), keys=keys)
+    vault.issue("dec_v", ids={"input.originUserId": USER}, salt=b"s" * 32)
+    key = DataKeyStore.key("dec_v")
+    assert len(object_lock_store.versions(key)) == 1
+    assert keys.shred("dec_v", at=datetime(2026, 1, 1, tzinfo=UTC), reason="GDPR Art. 17")
+    (only,) = object_lock_store.versions(key)
+    stored = object_lock_store.get(key, version_id=only)
+    assert b"erasedAt" in stored and b"wrapped" not in stored and b"sealedIds" not in stored
+    with pytest.raises(KeyUnavailable, match="erased"):
+        vault.identifiers("dec_v")
