@@ -20,17 +20,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from consumers.index.engine import insert_rows
+from .store import insert_blob_versions, sealed_version
 
 if TYPE_CHECKING:
     from consumers.index import Index
     from producers.blobstore import BlobStore
 
-__all__ = ["VERSIONS_TABLE", "Tampering", "covered", "record_versions", "sealed_version", "tampering_lines"]
+__all__ = ["Tampering", "covered", "record_versions", "sealed_version", "tampering_lines"]
 
 logger = logging.getLogger(__name__)
-
-VERSIONS_TABLE = "blob_versions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +52,7 @@ def record_versions(
     rows = [
         {"blob_key": key, "version_id": version, "written_at": moment} for key, version in written if version
     ]
-    return insert_rows(index, VERSIONS_TABLE, rows) if rows else 0
-
-
-def sealed_version(index: Index, key: str) -> str | None:
-    """The version id recorded for ``key`` (its latest write), or None when none was recorded."""
-    rows = index.query(
-        f"SELECT version_id FROM {VERSIONS_TABLE} FINAL WHERE blob_key = {{k:String}} LIMIT 1", {"k": key}
-    )
-    return str(rows[0]["version_id"]) if rows else None
+    return insert_blob_versions(index, rows) if rows else 0
 
 
 def covered(
