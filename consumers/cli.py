@@ -79,9 +79,21 @@ def main() -> None:
 
 def _warn_if_data_dir_too_open() -> None:
     from consumers.app.settings import load_service_settings
+    from consumers.observability.logs import configure_logging
 
     try:
         data_dir = load_service_settings().data_dir
     except Exception:  # invalid settings: the command itself says what is wrong, in one line
         return
+    if _log_format(sys.argv) == "json":  # the command's own format: every stderr line one JSON object
+        configure_logging("json")
     warn_if_too_open(data_dir)
+
+
+def _log_format(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg == "--log-format" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--log-format="):
+            return arg.split("=", 1)[1]
+    return "text"
