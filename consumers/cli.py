@@ -6,6 +6,8 @@ listed here, so a module that fails to import is an error, not a command that si
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from consumers import terminal
@@ -26,6 +28,7 @@ from consumers.commands import (
     serve,
     verify,
 )
+from producers.owner_only import owner_only_umask, warn_if_too_open
 from schemas.errors import BlackboxError
 
 app = typer.Typer(
@@ -56,10 +59,42 @@ for _module in (
     _module.register(app)
 
 
+SERVICE_COMMANDS = frozenset({"serve", "consume", "otlp"})
+"""The commands that run as services: they check the data directory's modes at start."""
+
+
 def main() -> None:
-    """Entry point: known blackbox errors print one clear line and exit 2, never a traceback."""
+    """Entry point: known blackbox errors print one clear line and exit 2, never a traceback.
+
+    Every command creates owner-only files (umask 077); the services (:data:`SERVICE_COMMANDS`) warn at
+    start about a data directory others can read (:mod:`producers.owner_only`)."""
+    owner_only_umask()
+    if SERVICE_COMMANDS.intersection(sys.argv[1:2]):  # the long-running services, once at their start
+        _warn_if_data_dir_too_open()
     try:
         app()
     except BlackboxError as exc:
         terminal.echo(f"error: {terminal.clean(exc)}", err=True)  # messages quote data: escaped
         raise SystemExit(2) from exc
+
+
+def _warn_if_data_dir_too_open() -> None:
+    from consumers.app.settings import load_service_settings
+    from consumers.observability.logs import configure_logging
+
+    try:
+        data_dir = load_service_settings().data_dir
+    except Exception:  # invalid settings: the command itself says what is wrong, in one line
+        return
+    if _log_format(sys.argv) == "json":  # the command's own format: every stderr line one JSON object
+        configure_logging("json")
+    warn_if_too_open(data_dir)
+
+
+def _log_format(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg == "--log-format" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--log-format="):
+            return arg.split("=", 1)[1]
+    return "text"

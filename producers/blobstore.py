@@ -25,6 +25,12 @@ retain_until=)`` writes the object under retention until that date, ``set_legal_
 clears a legal hold, and ``lock_reason(key)`` says why a delete would be refused (None: it would not).
 A refused ``delete`` raises :class:`BlobLocked`. With the lock off (always on the local store) these are
 no-ops that say so: ``set_legal_hold`` returns False and ``lock_reason`` None.
+
+Reading what was sealed (a locking bucket is versioned, ``versioned`` True): ``put`` returns the version
+id it wrote, ``get(..., version_id=)`` reads that version whatever lies over it, ``covering(key,
+version_id)`` says what does (a delete marker, a newer version; None when it is still the current
+one) and ``versions(key)`` lists the versions holding bytes. On a store without versions ``put``
+returns None, ``version_id`` is ignored, ``covering`` is None and ``versions`` empty.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from producers.owner_only import create_private, private_dirs
 from schemas.errors import BlobLocked, BlobNotFound, BlobStoreError
 
 if TYPE_CHECKING:
@@ -65,13 +72,22 @@ class BlobInfo:
 class BlobStore(Protocol):
     """Put, range-get, delete and list immutable-by-key blobs."""
 
-    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> None: ...
+    @property
+    def versioned(self) -> bool: ...
+
+    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> str | None: ...
 
     def set_legal_hold(self, key: str, on: bool) -> bool: ...
 
     def lock_reason(self, key: str) -> str | None: ...
 
-    def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes: ...
+    def get(
+        self, key: str, *, offset: int = 0, length: int | None = None, version_id: str | None = None
+    ) -> bytes: ...
+
+    def covering(self, key: str, version_id: str) -> str | None: ...
+
+    def versions(self, key: str) -> list[str]: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -108,24 +124,36 @@ class LocalBlobStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
+        try:  # owner-only whatever the process's umask (producers.owner_only)
+            private_dirs(self.root)
         except OSError as exc:
             raise BlobStoreError(f"cannot create blob directory {self.root}: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"LocalBlobStore({str(self.root)!r})"
 
+    @property
+    def versioned(self) -> bool:
+        return False
+
+    def covering(self, key: str, version_id: str) -> str | None:
+        """A directory keeps no versions: nothing to say."""
+        return None
+
+    def versions(self, key: str) -> list[str]:
+        """A directory keeps no versions."""
+        return []
+
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*validate_key(key).split("/"))
 
-    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> None:
-        # a directory offers no object lock: ``retain_until`` is accepted and has no effect
+    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> str | None:
+        # a directory offers no object lock or versions: ``retain_until`` is accepted and has no effect
         path = self._path(key)
         tmp = path.with_name(f"{_TEMP_MARK}{path.name}.{uuid.uuid4().hex}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as fh:
+            private_dirs(path.parent)
+            with os.fdopen(create_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -135,8 +163,11 @@ class LocalBlobStore:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise BlobStoreError(f"put {key}: {exc}") from exc
+        return None
 
-    def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
+    def get(
+        self, key: str, *, offset: int = 0, length: int | None = None, version_id: str | None = None
+    ) -> bytes:
         _check_range(offset, length)
         path = self._path(key)
         try:
@@ -271,6 +302,11 @@ class S3BlobStore:
     def __repr__(self) -> str:
         return f"S3BlobStore(endpoint={self.endpoint!r}, bucket={self.bucket!r})"
 
+    @property
+    def versioned(self) -> bool:
+        """A bucket with Object Lock is versioned: what was sealed is read by its version id."""
+        return self.object_lock != "off"
+
     @classmethod
     def from_settings(cls, settings: BlackboxSettings) -> S3BlobStore:
         return cls(
@@ -299,7 +335,7 @@ class S3BlobStore:
             raise _wrap(exc, f"bucket {self.bucket}") from exc
         self._bucket_ready = True
 
-    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> None:
+    def put(self, key: str, data: bytes, *, retain_until: datetime | None = None) -> str | None:
         validate_key(key)
         self._ensure_bucket()
         retention = None
@@ -310,9 +346,45 @@ class S3BlobStore:
             mode = COMPLIANCE if self.object_lock == "compliance" else GOVERNANCE
             retention = Retention(mode, retain_until.astimezone(UTC))
         try:
-            self._client.put_object(self.bucket, key, io.BytesIO(data), len(data), retention=retention)
+            written = self._client.put_object(
+                self.bucket, key, io.BytesIO(data), len(data), retention=retention
+            )
         except Exception as exc:
             raise _wrap(exc, f"put {key}") from exc
+        return getattr(written, "version_id", None) or None
+
+    def covering(self, key: str, version_id: str) -> str | None:
+        """What lies over version ``version_id`` of ``key`` now: a delete marker or a newer version (named,
+        with when), "the version is gone" when it no longer exists, or None when it is the current one."""
+        validate_key(key)
+        if not self.versioned:
+            return None
+        self._ensure_bucket()
+        try:
+            versions = [
+                obj
+                for obj in self._client.list_objects(self.bucket, prefix=key, include_version=True)
+                if obj.object_name == key
+            ]
+        except Exception as exc:
+            raise _wrap(exc, f"versions of {key}") from exc
+        # the SDK gives IsLatest as the XML's text ("true" / "false"), not a bool
+        latest = next((v for v in versions if str(v.is_latest).lower() == "true"), None)
+        if latest is not None and latest.version_id == version_id:
+            return None
+        if not any(v.version_id == version_id for v in versions):
+            return f"the sealed version {version_id} is gone"
+        if latest is None:
+            return f"the sealed version {version_id} is no longer the current one"
+        when = _aware(latest.last_modified, key).isoformat() if latest.last_modified else "an unknown time"
+        if latest.is_delete_marker:
+            return (
+                f"a delete marker (version {latest.version_id}, {when}) hides the sealed version {version_id}"
+            )
+        return (
+            f"a newer version {latest.version_id} ({latest.size} bytes, {when}) was written over the sealed "
+            f"version {version_id}"
+        )
 
     def set_legal_hold(self, key: str, on: bool) -> bool:
         """Set (``on``) or clear the S3 legal hold on every stored version of ``key``; False when the
@@ -361,6 +433,17 @@ class S3BlobStore:
                 return None
             raise
 
+    def versions(self, key: str) -> list[str]:
+        """The version ids of ``key`` that hold bytes (no delete markers), newest first; [] without versions."""
+        validate_key(key)
+        if not self.versioned:
+            return []
+        self._ensure_bucket()
+        try:
+            return [v for v in self._versions(key) if v]
+        except Exception as exc:
+            raise _wrap(exc, f"versions of {key}") from exc
+
     def _versions(self, key: str) -> list[str | None]:
         """Every stored version of ``key`` (on a locking bucket, which is always versioned)."""
         return [
@@ -369,7 +452,9 @@ class S3BlobStore:
             if obj.object_name == key and not obj.is_delete_marker
         ]
 
-    def get(self, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
+    def get(
+        self, key: str, *, offset: int = 0, length: int | None = None, version_id: str | None = None
+    ) -> bytes:
         validate_key(key)
         _check_range(offset, length)
         if length == 0:
@@ -378,7 +463,13 @@ class S3BlobStore:
         self._ensure_bucket()
         response = None
         try:
-            response = self._client.get_object(self.bucket, key, offset=offset, length=length or 0)
+            response = self._client.get_object(
+                self.bucket,
+                key,
+                offset=offset,
+                length=length or 0,
+                version_id=version_id if self.versioned else None,
+            )
             return bytes(response.read())
         except Exception as exc:
             if getattr(exc, "code", None) == "InvalidRange" and self._stat(key) == 0:

@@ -10,13 +10,16 @@ truncated or dropped: if the blob cannot be written, the capture fails loudly.
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from producers.blobstore import BlobStore
-from schemas.errors import ContentHashMismatch
+from schemas.errors import BlobNotFound, ContentHashMismatch
 
 __all__ = ["ClaimChecker", "claim_key", "resolve_claim_check"]
+
+logger = logging.getLogger(__name__)
 
 
 def claim_key(*, agent_id: str, decision_id: str, sha256_hex: str) -> str:
@@ -64,9 +67,27 @@ def resolve_claim_check(store: BlobStore, claim: dict[str, Any]) -> bytes:
     """The encoded capture a claim-check event refers to, after checking its size and sha256.
 
     Raises :class:`BlobNotFound` when the blob is gone and :class:`ContentHashMismatch` (part
-    ``blobKey``) when the bytes are not the ones the producer announced.
+    ``blobKey``) when the bytes are not the ones the producer announced. On a versioned store (S3
+    Object Lock) the version the producer wrote is still read when a delete marker or other bytes lie
+    over it - it is the one whose bytes hash to what the claim check announced - and what lies over it
+    is logged as tampering with the blob, by name.
     """
-    data = store.get(claim["blobKey"])
+    key = claim["blobKey"]
+    try:
+        return _checked(store.get(key), claim)
+    except (BlobNotFound, ContentHashMismatch):
+        if not store.versioned:
+            raise
+        sealed = _announced_version(store, claim)
+        if sealed is None:
+            raise
+    version_id, data = sealed
+    what = store.covering(key, version_id) or f"the current version is not {version_id}"
+    logger.warning("TAMPERING with %s: %s; read the version whose bytes the claim check announced", key, what)
+    return data
+
+
+def _checked(data: bytes, claim: dict[str, Any]) -> bytes:
     if len(data) != claim["size"]:
         raise ContentHashMismatch(
             f"blob {claim['blobKey']} has {len(data)} bytes, the claim check says {claim['size']}",
@@ -79,3 +100,14 @@ def resolve_claim_check(store: BlobStore, claim: dict[str, Any]) -> bytes:
             part="blobKey",
         )
     return data
+
+
+def _announced_version(store: BlobStore, claim: dict[str, Any]) -> tuple[str, bytes] | None:
+    """The newest stored version of the claim's blob whose bytes are the announced ones, or None."""
+    key = claim["blobKey"]
+    for version_id in store.versions(key):
+        try:
+            return version_id, _checked(store.get(key, version_id=version_id), claim)
+        except (BlobNotFound, ContentHashMismatch):
+            continue
+    return None

@@ -11,7 +11,8 @@ Who may read (DESIGN decision 14): the capture's signed ``replayAccessScope`` is
 implicit operator grant covers only captures that admit ``operator``); an explicit grant — written in
 the grants file or made by approving an access request — widens access after capture and is named in
 the log row with its authority and purpose. A counterparty additionally sees only decisions tied to
-its own identity: the capture's ``input.originUserId`` must match one of its subjects.
+its own identity: the capture's ``input.originUserId`` must match one of its subjects (a capture that
+signs it as a salted commitment is matched on the raw id the vault opens; after erasure, on none).
 """
 
 from __future__ import annotations
@@ -61,10 +62,13 @@ class AccessGate:
         log: AccessLog,
         grants: GrantSource | None = None,
         clock: Callable[[], datetime] = _utc_now,
+        origin_of: Callable[[Mapping[str, Any]], str | None] | None = None,
     ) -> None:
         self._log = log
         self._grants: GrantSource = grants or Grants.default()
         self._clock = clock
+        # the raw originUserId of a capture that signs it as a commitment (consumers.privacy.identifiers)
+        self._origin_of = origin_of or _signed_origin
 
     @property
     def clock(self) -> Callable[[], datetime]:
@@ -153,7 +157,7 @@ class AccessGate:
             )
         elif grant is None:
             why = f"no grant for {caller.identity} as {caller.scope} over agent {agent_id} ({grants.source})"
-        elif caller.scope == "counterparty" and not _tied(caller, capture):
+        elif caller.scope == "counterparty" and not _tied(caller, self._origin_of(capture)):
             why = f"the decision is not tied to counterparty {caller.identity} (originUserId)"
         elif action == "reveal" and not grants.reveals(
             caller, agent_id=agent_id, decision_id=decision_id, at=at, captured_at=_captured_at(capture)
@@ -190,9 +194,13 @@ def _captured_at(capture: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def _tied(caller: Caller, capture: Mapping[str, Any]) -> bool:
-    """Whether the capture concerns the counterparty: its ``originUserId`` matches a subject."""
+def _signed_origin(capture: Mapping[str, Any]) -> str | None:
     origin = (capture.get("input") or {}).get("originUserId")
+    return origin if isinstance(origin, str) else None
+
+
+def _tied(caller: Caller, origin: str | None) -> bool:
+    """Whether the capture concerns the counterparty: its raw ``originUserId`` matches a subject."""
     return (
         isinstance(origin, str)
         and bool(origin)

@@ -3,10 +3,10 @@ no command can skip the grants file or log somewhere else."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from consumers.access.desk import AccessDesk
 from consumers.access.gate import AccessGate, _utc_now
@@ -43,11 +43,15 @@ def gate_for(
     *,
     grants: Path | None = None,
     clock: Callable[[], datetime] = _utc_now,
+    origin_of: Callable[[Mapping[str, Any]], str | None] | None = None,
 ) -> AccessGate:
     """The one gate: grants from ``grants`` or ``<data_dir>/grants.toml`` (re-read when the file
-    changes), the log in the index."""
+    changes), the log in the index; ``origin_of`` opens committed origin ids for counterparties."""
     return AccessGate(
-        log=IndexAccessLog(index), grants=GrantsFile(grants or grants_path(settings)), clock=clock
+        log=IndexAccessLog(index),
+        grants=GrantsFile(grants or grants_path(settings)),
+        clock=clock,
+        origin_of=origin_of,
     )
 
 

@@ -15,7 +15,7 @@ service too, so the replay commands, the demo and ``blackbox consume`` wire them
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from datetime import datetime
 from functools import cached_property
@@ -145,10 +145,23 @@ class Runtime:
     def gate(self) -> AccessGate:
         """The one access gate: the grants file, and the access log in :attr:`index`."""
         from consumers.access import gate_for
+        from consumers.privacy.identifiers import IdentifierResolver
+        from producers.privacy.identifiers import is_commitment
+        from producers.privacy.protect import vault_from_settings
+
+        def origin_of(capture: Mapping[str, Any]) -> str | None:
+            value = (capture.get("input") or {}).get("originUserId")
+            if not is_commitment(value):
+                return value if isinstance(value, str) else None
+            # the vault (and the blob store) only for a counterparty's read of a committed id
+            resolver = IdentifierResolver(vault_from_settings(self.settings, self.blob_store))
+            return resolver.origin_user_id(capture)
 
         if self._clock is None:
-            return gate_for(self.settings, self.index, grants=self._grants)
-        return gate_for(self.settings, self.index, grants=self._grants, clock=self._clock)
+            return gate_for(self.settings, self.index, grants=self._grants, origin_of=origin_of)
+        return gate_for(
+            self.settings, self.index, grants=self._grants, clock=self._clock, origin_of=origin_of
+        )
 
     @cached_property
     def access_desk(self) -> AccessDesk:
@@ -237,7 +250,9 @@ class Runtime:
         store file as it changes, under the configured retention policy, pacts and fault hook. ``options`` go
         to :func:`~consumers.ingest.service.build_service` (``batch_size``, ``workers`` …)."""
         from consumers.ingest.service import ReloadingTrust, build_service
+        from consumers.privacy.identifiers import IdentifierResolver
         from consumers.privacy.ids import index_ids
+        from producers.privacy.protect import vault_from_settings
 
         return build_service(
             self.settings,
@@ -249,6 +264,7 @@ class Runtime:
             fault=self.settings.fault or None,
             tlog=self.transparency_log if self.settings.tlog else None,
             index_id_key=index_ids(self.settings).key,
+            identifiers=IdentifierResolver(vault_from_settings(self.settings, self.blob_store)),
             **options,
         )
 
@@ -261,6 +277,7 @@ class Runtime:
             store=self.blob_store,
             policy=self.retention_policy,
             clock=clock,
+            spool_dir=self.settings.resolved_spool_dir if self.settings.transport == "spool" else None,
         )
 
     def legal_holds(self, *, clock: Clock | None = None) -> LegalHolds:

@@ -243,6 +243,7 @@ def _print_summary(view: dict[str, Any], verdict: Verdict) -> None:
             f"+{c(stored.get('segment_length', ''))}  class={c(stored.get('retention_class', ''))}"
             f" expires={c(stored.get('expires_at', ''))} ingested as {c(stored.get('trust', ''))}"
         )
+    lines += list(verdict.tampering)  # an object over the sealed version (versioned store)
     privacy = view.get("privacy")
     if privacy:
         kinds = ", ".join(c(k) for k in privacy["kinds"])

@@ -134,6 +134,7 @@ def _print_summary(result: CompactionResult) -> None:
         (f"orphan claim-check blobs {verb}deleted", result.orphan_claims_deleted),
         ("unreferenced blobs inside their grace", result.orphans_in_grace),
         (f"claim-check blobs {verb}deleted", result.claims_deleted),
+        (f"consumed spool files {verb}deleted", result.spool_files_deleted),
     ]
     if not result.dry_run:
         rows.append(("retention log entries written", result.log_entries))

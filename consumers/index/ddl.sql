@@ -303,3 +303,15 @@ ALTER TABLE access_log ADD COLUMN IF NOT EXISTS purpose String DEFAULT '' AFTER 
 ALTER TABLE access_log ADD COLUMN IF NOT EXISTS seq UInt64 DEFAULT 0 AFTER purpose;
 ALTER TABLE access_log ADD COLUMN IF NOT EXISTS prev_hash String DEFAULT '' AFTER seq;
 ALTER TABLE access_log ADD COLUMN IF NOT EXISTS row_hash String DEFAULT '' AFTER prev_hash;
+
+-- The version id of every segment ingest and compaction wrote on a versioned store (S3 Object Lock):
+-- reads ask for exactly that version and name whatever lies over it (a delete marker, a newer version)
+-- as tampering (consumers/storage/versions.py). A key written again (a redelivered batch) keeps its latest.
+CREATE TABLE IF NOT EXISTS blob_versions
+(
+    blob_key     String,
+    version_id   String,
+    written_at   DateTime64(3, 'UTC')
+)
+ENGINE = ReplacingMergeTree(written_at)
+ORDER BY blob_key;

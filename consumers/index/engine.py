@@ -65,6 +65,7 @@ TABLES = (
     "findings",
     "finding_decisions",
     "tlog_leaves",
+    "blob_versions",
 )
 DEFAULT_DATABASE = "blackbox"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from producers.privacy.identifiers import is_commitment
 from schemas.errors import ContractError
 
 __all__ = [
@@ -248,7 +249,9 @@ def decision_rows(
     """The rows of one capture (JSON form). See the module docstring for the defaults.
 
     ``hash_id`` turns ``origin_user_id`` and ``origin_session_id`` into what the index stores (ingest
-    passes :meth:`consumers.privacy.ids.IndexIds.of`: keyed hashes); None keeps them raw.
+    passes :meth:`consumers.privacy.ids.IndexIds.of`: keyed hashes); None keeps them raw. A salted
+    commitment (:mod:`producers.privacy.identifiers`) is kept as it is: ingest replaces it by the keyed
+    hash of the raw id it opens with the vault (:mod:`consumers.privacy.identifiers`).
 
     ``manifest_json`` is the capture's JSON form with every content part absent and the signature kept
     (the caller builds it with the evidence module), so a compacted decision still verifies from the
@@ -346,10 +349,8 @@ def decision_rows(
     decision = {
         **common,
         "runtime_id": _s(capture.get("runtimeId")),
-        "origin_user_id": hash_id(_s(inp.get("originUserId"))) if hash_id else _s(inp.get("originUserId")),
-        "origin_session_id": hash_id(_s(inp.get("originSessionId")))
-        if hash_id
-        else _s(inp.get("originSessionId")),
+        "origin_user_id": _origin_id(inp.get("originUserId"), hash_id),
+        "origin_session_id": _origin_id(inp.get("originSessionId"), hash_id),
         "capture_level": level,
         "fidelity": _s(capture.get("fidelity")) or "sdk",  # a v1 capture is recorded by hand
         "content_state": content_state or _content_state(capture, level),
@@ -421,3 +422,10 @@ def flag_row(event: Mapping[str, Any], *, received_at: datetime | None = None) -
 
 def decision_ids(rows: Sequence[CaptureRows]) -> list[str]:
     return [r.decision_id for r in rows]
+
+
+def _origin_id(value: Any, hash_id: Callable[[str], str] | None) -> str:
+    text = _s(value)
+    if hash_id is None or is_commitment(text):
+        return text
+    return hash_id(text)

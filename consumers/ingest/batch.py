@@ -54,8 +54,11 @@ from consumers.index import CaptureRows, Index, flag_row, state_version
 from consumers.pacts.evaluate import Evaluation
 from consumers.pacts.expression import Rule
 from consumers.pacts.store import insert_violations
+from consumers.privacy.identifiers import IdentifierResolver
+from consumers.privacy.ids import IndexIds
 from consumers.retention.policy import RetentionPolicy, default_policy
 from consumers.storage.segments import DEFAULT_LEVEL, FrameLocation, SegmentWriter
+from consumers.storage.versions import record_versions
 from consumers.tlog.log import Entry, TransparencyLog
 from producers.avro import decode  # the native reader when it loads, else the codec
 from producers.blobstore import BlobStore
@@ -196,6 +199,7 @@ class BatchProcessor:
         pacts: Sequence[Rule] = (),
         tlog: TransparencyLog | None = None,
         index_id_key: bytes | None = None,
+        identifiers: IdentifierResolver | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -209,6 +213,7 @@ class BatchProcessor:
         self.pacts = tuple(pacts)
         self.tlog = tlog
         self.index_id_key = index_id_key  # None: origin ids indexed raw (consumers.privacy.ids)
+        self.identifiers = identifiers  # opens committed ids for the index (consumers.privacy.identifiers)
         self._dlq = DlqLimitState(dlq_limit or DlqLimit())
         self._pool = PreparePool(workers)
         self._trust_keys: tuple[Any, ...] = ()
@@ -249,6 +254,10 @@ class BatchProcessor:
         work = _Work()
         ctx = self._context(now)
         prepared = self._pool.run([(m.value, source_of(m)) for m in batch], ctx)
+        if self.identifiers is not None:  # before dedup compares rows: the index form of committed ids
+            self.identifiers.index_rows(
+                [p.rows for p in prepared if p.rows is not None], IndexIds(self.index_id_key)
+            )
         for message, p in zip(batch, prepared, strict=True):
             self._admit(message, p, work, ctx)
         run = self._dlq.check(work.invalid)  # raises DlqLimitExceeded before anything is written
@@ -336,6 +345,8 @@ class BatchProcessor:
             if inner.kind != "capture":
                 return dead("claim_check_undecodable", f"the blob holds a {inner.kind}, not a capture")
             p = prepare_capture(body, inner.value, ctx, source=source_of(message))
+            if self.identifiers is not None and p.rows is not None:
+                self.identifiers.index_rows([p.rows], IndexIds(self.index_id_key))
         work.invalid.append(False)
         item = _Item.of(message, p)
         if p.verified:
@@ -521,6 +532,7 @@ class BatchProcessor:
         if quarantine:
             groups[QUARANTINE_CLASS] = list(quarantine)
         keys: list[str] = []
+        versions: list[tuple[str, str | None]] = []
         for cls, items in groups.items():
             first = items[0].message
             writer = SegmentWriter(
@@ -533,10 +545,11 @@ class BatchProcessor:
             for item in items:
                 writer.append_frame(item.frame)
             key, body = writer.finish()
-            self.store.put(key, body, retain_until=_locked_until(cls, items))
+            versions.append((key, self.store.put(key, body, retain_until=_locked_until(cls, items))))
             for item, location in zip(items, writer.locations(), strict=True):
                 item.location = location
             keys.append(key)
+        record_versions(self.index, versions)  # a versioned store: read what was sealed (storage.versions)
         return keys
 
     def _compress(self, data: bytes) -> bytes:

@@ -23,6 +23,7 @@ from consumers.index import Index
 from consumers.ingest.telemetry import IngestTelemetry
 from consumers.observability.health import Health
 from consumers.pacts.expression import Rule
+from consumers.privacy.identifiers import IdentifierResolver
 from consumers.retention.policy import RetentionPolicy, default_policy
 from consumers.tlog.log import TransparencyLog
 from producers.blobstore import BlobStore, open_blob_store
@@ -134,6 +135,7 @@ def build_service(
     pacts: Sequence[Rule] = (),
     tlog: TransparencyLog | None = None,
     index_id_key: bytes | None = None,
+    identifiers: IdentifierResolver | None = None,
 ) -> IngestService:
     """An :class:`IngestService` reading the transport ``settings`` name into ``index`` (the caller
     closes it), verifying against ``trust``; ``store`` defaults to the settings' blob store and
@@ -144,7 +146,8 @@ def build_service(
     process's ingest metrics, with a health check that goes stale after ``max(30, 10 x max_wait)`` s.
     ``pacts`` are evaluated on every verified capture (:mod:`consumers.pacts`); ``tlog`` gets a leaf
     per indexed capture (:mod:`consumers.tlog`). ``index_id_key`` hashes origin ids in index rows
-    (:mod:`consumers.privacy.ids`; None: raw).
+    (:mod:`consumers.privacy.ids`; None: raw); ``identifiers`` opens the raw ids behind commitments
+    so they are hashed like any other (:mod:`consumers.privacy.identifiers`).
     """
     hook = kill_at(fault)
     store = store or open_blob_store(settings)
@@ -163,6 +166,7 @@ def build_service(
         pacts=pacts,
         tlog=tlog,
         index_id_key=index_id_key,
+        identifiers=identifiers,
     )
     config = loop_config or LoopConfig(batch_size=batch_size, max_wait=max_wait)
     if telemetry is None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from producers.evidence.merkle import context_set_hash
 from producers.evidence.parts import iter_parts
 from producers.privacy.envelope import keyed_hash, open_original
+from producers.privacy.identifiers import restore_identifiers
 from producers.privacy.keys import DataKeyStore, KeyUnavailable, Vault
 from schemas.errors import BlackboxError, ContentHashMismatch
 
@@ -41,9 +42,11 @@ class Revealed:
 
     capture: dict[str, Any]
     parts: tuple[str, ...]
+    identifiers: tuple[str, ...] = ()  # identifiers of people restored from their commitments
 
     def summary(self) -> dict[str, Any]:
-        return {"view": "original", "originalVerified": True, "revealedParts": list(self.parts)}
+        found = {"revealedIdentifiers": list(self.identifiers)} if self.identifiers else {}
+        return {"view": "original", "originalVerified": True, "revealedParts": list(self.parts)} | found
 
 
 def authorize_reveal(gate: AccessGate, caller: Caller, capture: Mapping[str, Any]) -> AccessRecord:
@@ -91,7 +94,8 @@ def reveal(capture: Mapping[str, Any], *, vault: Vault) -> Revealed:
             f"{decision_id}: no such part {sorted(missing)[0]}", part=sorted(missing)[0]
         )
     _refresh_working_set_root(original)
-    return Revealed(capture=original, parts=tuple(restored))
+    identifiers = restore_identifiers(original, opened.ids, salt=opened.salt)
+    return Revealed(capture=original, parts=tuple(restored), identifiers=tuple(identifiers))
 
 
 def _refresh_working_set_root(capture: dict[str, Any]) -> None:

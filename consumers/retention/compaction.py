@@ -33,6 +33,8 @@ segment, so the next run plans it again. A second run over the same state finds 
 Then the **sweep** (:mod:`consumers.retention.sweep`, its own hook points): quarantine segments past
 ``quarantine_days``, and segments and claim-check bodies no index row refers to once older than their
 grace. It runs last, on a fresh listing, so the segments this run copied frames into are referenced.
+Last of all, with a spool directory, the consumed spool files older releases kept are deleted, logged
+(:mod:`consumers.retention.spool_sweep`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from consumers.retention.plan import (
     plan_sweep,
 )
 from consumers.retention.policy import RetentionPolicy
+from consumers.retention.spool_sweep import sweep_consumed_spool
 from consumers.retention.store import (
     delete_child_rows,
     held_decisions,
@@ -134,6 +137,7 @@ class CompactionResult:
     orphan_claims_deleted: int = 0
     orphans_in_grace: int = 0
     locked: tuple[str, ...] = ()  # segments the store's Object Lock kept, each with its reason
+    spool_files_deleted: int = 0  # consumed spool files left by older releases (spool_sweep)
 
     @property
     def changed(self) -> bool:
@@ -149,6 +153,7 @@ class CompactionResult:
             or self.orphan_segments_deleted
             or self.orphan_claims_deleted
             or self.claims_deleted
+            or self.spool_files_deleted
         )
 
     def summary(self) -> dict[str, Any]:
@@ -172,6 +177,7 @@ class CompactionResult:
             "orphan_segments_deleted": self.orphan_segments_deleted,
             "orphan_claims_deleted": self.orphan_claims_deleted,
             "orphans_in_grace": self.orphans_in_grace,
+            "spool_files_deleted": self.spool_files_deleted,
             "locked": len(self.locked),
             "locked_reasons": list(self.locked),
             "log_entries": self.log_entries,
@@ -208,8 +214,10 @@ class Compactor:
         lock_path: Path | None = None,
         clock: Clock | None = None,
         hook: Callable[[str], None] | None = None,
+        spool_dir: Path | None = None,
     ) -> None:
         self.index = index
+        self.spool_dir = spool_dir
         self.store = store
         self.policy = policy
         self._fingerprint = policy.fingerprint
@@ -229,8 +237,10 @@ class Compactor:
         policy: RetentionPolicy,
         clock: Clock | None = None,
         hook: Callable[[str], None] | None = None,
+        spool_dir: Path | None = None,
     ) -> Compactor:
-        """``policy`` at work; log and lock under ``<data_dir>/retention``."""
+        """``policy`` at work; log and lock under ``<data_dir>/retention``; ``spool_dir``'s consumed
+        leftovers swept."""
         base = retention_dir(data_dir)
         return cls(
             index=index,
@@ -240,6 +250,7 @@ class Compactor:
             lock_path=base / "retention.lock",
             clock=clock,
             hook=hook,
+            spool_dir=spool_dir,
         )
 
     # --- planning ---------------------------------------------------------------------------------------
@@ -297,9 +308,10 @@ class Compactor:
             sweep = self.plan_sweep(as_of=moment)
             self._claims = None
             claims = len(self._claims_of([s for seg in plan.segments for s in seg.drops]))
-            return self._result(
+            result = self._result(
                 plan, dry_run=True, tally=None, started=started, sweep=sweep, claims_due=claims
             )
+            return replace(result, spool_files_deleted=self._sweep_spool(plan, dry_run=True))
         with retention_lock(self.lock_path):
             self._claims = None
             plan = self.plan(as_of=moment)
@@ -321,9 +333,21 @@ class Compactor:
             sweep = self.plan_sweep(as_of=moment)
             swept = self._sweeper(plan).run(sweep)
             tally.log_entries += swept.log_entries
+            spooled = self._sweep_spool(plan, dry_run=False, tally=tally)
             if progress is not None:
                 progress(total, total)
-            return self._result(plan, dry_run=False, tally=tally, started=started, sweep=sweep, swept=swept)
+            result = self._result(plan, dry_run=False, tally=tally, started=started, sweep=sweep, swept=swept)
+            return replace(result, spool_files_deleted=spooled)
+
+    def _sweep_spool(self, plan: CompactionPlan, *, dry_run: bool, tally: _Tally | None = None) -> int:
+        if self.spool_dir is None:
+            return 0
+        return sweep_consumed_spool(
+            self.spool_dir,
+            entry=lambda **fields: self._entry(plan, **fields),
+            record=self.log.record if tally is None else (lambda entries: self._record(entries, tally)),
+            dry_run=dry_run,
+        )
 
     def _sweeper(self, plan: CompactionPlan) -> Sweeper:
         return Sweeper(
@@ -460,7 +484,7 @@ class Compactor:
                 )
                 continue
             try:
-                placed, made = copy_frames(self.store, seg)
+                placed, made = copy_frames(self.store, seg, index=self.index)
                 tally.new_segments.extend(made)
             except BlobNotFound:
                 if (seg.segment_key, "", "delete-segment") not in logged:

@@ -10,14 +10,17 @@ crash writes the same object again instead of a second copy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Any
 
 from consumers.retention.plan import SegmentPlan, Step
 from consumers.storage.segments import decompress_frame, partition_label, segment_key
+from consumers.storage.versions import covered, record_versions
 from schemas.errors import RetentionError
 
 if TYPE_CHECKING:
+    from consumers.index import Index
     from producers.blobstore import BlobStore
 
 __all__ = [
@@ -39,24 +42,30 @@ class CopyVerificationFailed(RetentionError):
     its segment is left alone and reported."""
 
 
-def copy_frames(store: BlobStore, seg: SegmentPlan) -> tuple[dict[str, Placement], list[str]]:
+def copy_frames(
+    store: BlobStore, seg: SegmentPlan, *, index: Index | None = None
+) -> tuple[dict[str, Placement], list[str]]:
     """Copy the frames of ``seg.copies`` into one new segment per target class.
 
     Returns where each decision landed (key, offset, length) and the new segment keys. Raises
     :class:`~schemas.errors.BlobNotFound` if the source is gone, :class:`CopyVerificationFailed` or
     :class:`~consumers.storage.segments.SegmentCorrupt` if a frame is not intact; nothing is written then.
+    With ``index``, on a versioned store, the source's sealed version is read and the new segments'
+    versions are recorded (:mod:`consumers.storage.versions`).
     """
     copies = seg.copies
     if not copies:
         return {}, []
-    whole = store.get(seg.segment_key) if len(copies) > _WHOLE_SEGMENT_COPIES else None
+    version, _ = covered(store, index, seg.segment_key)
+    read = functools.partial(store.get, version_id=version) if version is not None else store.get
+    whole = read(seg.segment_key) if len(copies) > _WHOLE_SEGMENT_COPIES else None
     groups: dict[str, list[tuple[Step, bytes]]] = {}
     for s in copies:
         c = s.candidate
         if whole is not None:
             frame = whole[c.segment_offset : c.segment_offset + c.segment_length]
         else:
-            frame = store.get(seg.segment_key, offset=c.segment_offset, length=c.segment_length)
+            frame = read(seg.segment_key, offset=c.segment_offset, length=c.segment_length)
         _check_frame(frame, s, seg.segment_key)
         groups.setdefault(s.target_class, []).append((s, frame))
     placed: dict[str, Placement] = {}
@@ -73,7 +82,9 @@ def copy_frames(store: BlobStore, seg: SegmentPlan) -> tuple[dict[str, Placement
         )
         # a consequential copy keeps the lock its decisions had (S3 Object Lock, where the store has it on)
         until = max(s.decision.expires_at for s, _ in frames) if cls == "consequential" else None
-        store.put(key, body, retain_until=until)
+        written = store.put(key, body, retain_until=until)
+        if index is not None:
+            record_versions(index, [(key, written)])
         keys.append(key)
         offset = 0
         for s, frame in frames:

@@ -19,6 +19,8 @@ Actions:
   its segment goes by ``delete-segment`` / ``segment-deleted``.
 - ``orphan-segment`` / ``orphan-claim``: a blob no index row refers to, older than its grace, is about to
   be deleted; ``orphan-deleted``: the delete is done (see :mod:`consumers.retention.sweep`).
+- ``delete-spool`` / ``spool-deleted``: a consumed spool file an older release kept is about to be /
+  was deleted (``segment_key`` is ``spool:consumed/<name>``; :mod:`consumers.retention.spool_sweep`).
 - ``hold`` / ``release``: legal hold set or released (see :mod:`consumers.retention.hold`).
 - ``erase`` / ``erased``: a decision's data key is about to be destroyed (written before) / was destroyed:
   the original of its redacted personal data is unreadable, the capture stays (``segment_key`` holds

@@ -42,6 +42,7 @@ from schemas.errors import BlobNotFound, BlobStoreError, CaptureNotFound, Decode
 
 from .segments import SegmentCorrupt, read_capture
 from .store import current_row, quarantine_rows
+from .versions import Tampering, covered, tampering_lines
 
 if TYPE_CHECKING:
     from consumers.access import AccessGate, Caller
@@ -124,6 +125,7 @@ class StoredCapture:
     row: dict[str, Any] = field(default_factory=dict)
     quarantine: tuple[dict[str, Any], ...] = ()
     kind: str = "capture"
+    tampering: tuple[Tampering, ...] = ()  # what lies over the sealed segment version (versioned store)
 
     @property
     def quarantined(self) -> bool:
@@ -141,6 +143,7 @@ class StoredCapture:
             "verification": None if verification is None else dict(verification),
             "stored": {k: _jsonable(self.row[k]) for k in ROW_FIELDS if k in self.row},
             "quarantine": [{k: _jsonable(v) for k, v in q.items()} for q in self.quarantine],
+            "tampering": tampering_lines(self.tampering),
             "capture": self.capture,
         }
 
@@ -169,11 +172,14 @@ def load_capture(
                 gate.authorize(caller, subject, action=action)
             return StoredCapture(decision_id, "quarantine-expired", {}, {}, tuple(quarantine), "none")
         first = stored[0]
-        data = read_stored(store, first)
+        found: list[Tampering] = []
+        data = read_stored(store, first, index=index, tampering=found)
         decoded = _decode(data, first)
         if gate is not None and caller is not None:
             gate.authorize(caller, decoded.value, action=action)
-        return StoredCapture(decision_id, "quarantined", decoded.value, {}, tuple(quarantine), decoded.kind)
+        return StoredCapture(
+            decision_id, "quarantined", decoded.value, {}, tuple(quarantine), decoded.kind, tuple(found)
+        )
 
     # the signed manifest (the index holds a view with origin ids as keyed hashes: consumers.privacy.manifest)
     metadata = gate_manifest(str(row.get("manifest_json") or ""), ids)
@@ -186,15 +192,28 @@ def load_capture(
         return StoredCapture(decision_id, "expired", metadata, row, tuple(quarantine))
     if state == "metadata-only" or not row.get("segment_key"):
         return StoredCapture(decision_id, "metadata-only", metadata, row, tuple(quarantine))
-    data = read_stored(store, row)
-    return StoredCapture(decision_id, state, _decode(data, row).value, row, tuple(quarantine))
+    found = []
+    data = read_stored(store, row, index=index, tampering=found)
+    return StoredCapture(
+        decision_id, state, _decode(data, row).value, row, tuple(quarantine), tampering=tuple(found)
+    )
 
 
-def read_stored(store: BlobStore, row: Mapping[str, Any]) -> bytes:
-    """The capture bytes a ``decisions`` or ``quarantine`` row points at, checked against its hash."""
+def read_stored(
+    store: BlobStore,
+    row: Mapping[str, Any],
+    *,
+    index: Index | None = None,
+    tampering: list[Tampering] | None = None,
+) -> bytes:
+    """The capture bytes a ``decisions`` or ``quarantine`` row points at, checked against its hash.
+
+    With ``index``, on a versioned store, the segment's sealed version is read, and whatever lies over
+    it is logged and appended to ``tampering`` (:mod:`.versions`)."""
     key, offset, length = str(row["segment_key"]), int(row["segment_offset"]), int(row["segment_length"])
+    version, _ = covered(store, index, key, found=tampering)
     try:
-        data = read_capture(store, key, offset, length)
+        data = read_capture(store, key, offset, length, version_id=version)
     except BlobNotFound as exc:
         raise SegmentMissing(
             f"segment {key} is missing from the blob store (the index row points at [{offset}, +{length}))",

@@ -168,9 +168,16 @@ def decompress_frame(frame: bytes, *, key: str = "", offset: int = 0) -> bytes:
     return data
 
 
-def read_capture(store: BlobStore, key: str, offset: int, length: int) -> bytes:
-    """The Avro bytes of one capture: one range GET of ``[offset, offset+length)`` and one decompress."""
-    frame = store.get(key, offset=offset, length=length)
+def read_capture(
+    store: BlobStore, key: str, offset: int, length: int, *, version_id: str | None = None
+) -> bytes:
+    """The Avro bytes of one capture: one range GET of ``[offset, offset+length)`` (of ``version_id``,
+    when given) and one decompress."""
+    frame = (
+        store.get(key, offset=offset, length=length)
+        if version_id is None
+        else store.get(key, offset=offset, length=length, version_id=version_id)
+    )
     if len(frame) != length:
         raise SegmentCorrupt(f"range GET returned {len(frame)} bytes", key=key, offset=offset, length=length)
     return decompress_frame(frame, key=key, offset=offset)

@@ -6,12 +6,26 @@ versions), with ``{name:Type}`` parameters, on both engines (chdb and a ClickHou
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from consumers.index.engine import insert_rows
 
 if TYPE_CHECKING:
     from consumers.index import Index
 
-__all__ = ["CHILD_TABLES", "child_rows", "current_row", "quarantine_rows"]
+__all__ = [
+    "CHILD_TABLES",
+    "VERSIONS_TABLE",
+    "child_rows",
+    "current_row",
+    "insert_blob_versions",
+    "quarantine_rows",
+    "sealed_version",
+]
+
+VERSIONS_TABLE = "blob_versions"
+"""The version id of each blob written on a versioned store (:mod:`.versions`)."""
 
 # The tables derived from a capture beside its ``decisions`` row, and the columns that order them.
 CHILD_TABLES: dict[str, tuple[str, ...]] = {
@@ -47,3 +61,16 @@ def child_rows(index: Index, table: str, decision_id: str) -> list[dict[str, Any
         f"SELECT * FROM {table} FINAL WHERE decision_id = {{id:String}} ORDER BY {', '.join(keys)}",
         {"id": decision_id},
     )
+
+
+def sealed_version(index: Index, key: str) -> str | None:
+    """The version id recorded for blob ``key`` (its latest write), or None when none was recorded."""
+    rows = index.query(
+        f"SELECT version_id FROM {VERSIONS_TABLE} FINAL WHERE blob_key = {{k:String}} LIMIT 1", {"k": key}
+    )
+    return str(rows[0]["version_id"]) if rows else None
+
+
+def insert_blob_versions(index: Index, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert ``blob_versions`` rows (``blob_key``, ``version_id``, ``written_at``)."""
+    return insert_rows(index, VERSIONS_TABLE, rows)

@@ -32,7 +32,9 @@ from consumers.privacy.ids import HMAC_PREFIX, IndexIdKeyError, IndexIds
 from consumers.privacy.manifest import signed_manifest
 from consumers.storage.reader import CONTENT_NOTES, StoredCapture, read_stored
 from consumers.storage.store import CHILD_TABLES, child_rows, current_row, quarantine_rows
+from consumers.storage.versions import Tampering, tampering_lines
 from producers.evidence import VerificationReport, verify_capture
+from producers.privacy.identifiers import is_commitment
 from schemas.codec import decode
 from schemas.errors import CaptureNotFound, RetentionError, SignatureInvalid, VerificationError
 
@@ -96,6 +98,7 @@ class StoredVerification:
     checked_parts: int
     absent_parts: tuple[str, ...]
     segment_key: str
+    tampering: tuple[str, ...] = ()
 
 
 def verify_stored(
@@ -124,11 +127,12 @@ def verify_stored(
             f"{decision_id} expired under the retention policy: nothing is left to verify "
             "(the deletion is in the deletions log)"
         )
+    found: list[Tampering] = []
     if state == "metadata-only" or not row.get("segment_key"):
         capture = _manifest(row, ids)
         state = "metadata-only"
     else:
-        capture = decode(read_stored(store, row)).value
+        capture = decode(read_stored(store, row, index=index, tampering=found)).value
     report = _check(index, row, capture, trust=trust, at=at, ids=ids)
     return StoredVerification(
         decision_id=decision_id,
@@ -137,6 +141,7 @@ def verify_stored(
         checked_parts=report.checked_parts,
         absent_parts=report.absent_parts,
         segment_key=str(row.get("segment_key") or ""),
+        tampering=tuple(tampering_lines(found)),
     )
 
 
@@ -165,6 +170,7 @@ def stored_verdict(
         key_id=result.key_id,
         checked_parts=result.checked_parts,
         absent_parts=result.absent_parts,
+        tampering=result.tampering,
     )
 
 
@@ -200,6 +206,7 @@ def judge_shown(
         key_id=report.key_id,
         checked_parts=report.checked_parts,
         absent_parts=report.absent_parts,
+        tampering=tuple(tampering_lines(shown.tampering)),
     )
 
 
@@ -285,12 +292,15 @@ def check_rows(
     """Compare the decision row and its child rows with what the capture says (module docstring).
 
     Origin ids the index holds as keyed hashes (:mod:`consumers.privacy.ids`) are compared under
-    ``ids``' key; without the key they cannot be checked and are skipped.
+    ``ids``' key; without the key they cannot be checked and are skipped, and so are ids the capture
+    signs only as commitments (:mod:`producers.privacy.identifiers`).
     """
     hashed = any(str(row.get(c) or "").startswith(HMAC_PREFIX) for c in _ORIGIN_IDS)
     hash_id = ids.of if hashed and ids is not None and ids.key is not None else None
     expected = decision_rows(capture, key_id=row.get("key_id"), hash_id=hash_id)
     unchecked = _ORIGIN_IDS if hashed and hash_id is None else frozenset()
+    # a committed id: the row holds the keyed hash of a raw id only the vault opens (erasure ends that)
+    unchecked |= {c for c in _ORIGIN_IDS if is_commitment(expected.decision.get(c))}
     _compare("decisions", row, expected.decision, skip=_STATEFUL | unchecked)
     if bool(capture.get("consequential", {}).get("flagged")) and not row.get("consequential"):
         raise IndexRowMismatch(

@@ -57,6 +57,7 @@ class Verdict:
     key_id: str = ""
     checked_parts: int = 0
     absent_parts: tuple[str, ...] = ()
+    tampering: tuple[str, ...] = ()  # what lies over the sealed segment version (consumers.storage.versions)
 
     @classmethod
     def failed(
@@ -104,10 +105,11 @@ class Verdict:
         return f"{why}; {len(self.absent_parts)} hashes kept, not checked"
 
     def notes(self) -> list[str]:
-        """The absent parts by name, for ``verify``."""
-        if not self.absent():
-            return []
-        return [f"absent content ({self.absent()}): {', '.join(self.absent_parts)}"]
+        """The absent parts by name and any tampering with the stored objects, for ``verify``."""
+        absent = (
+            [f"absent content ({self.absent()}): {', '.join(self.absent_parts)}"] if self.absent() else []
+        )
+        return [*self.tampering, *absent]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,5 +121,6 @@ class Verdict:
             "keyId": self.key_id or None,
             "checkedParts": self.checked_parts,
             "absentParts": list(self.absent_parts),
+            "tampering": list(self.tampering),
             "exitCode": self.exit_code,
         }

@@ -10,8 +10,9 @@ erase``) makes every copy of the original unreadable at once, while the redacted
 manifest and its signature stay and still verify. The record is replaced by a tombstone saying when
 and why, so ``show`` can say "original erased on DATE (reason)".
 
-Keep the ``datakeys/`` prefix out of bucket versioning, Object Lock and backups that outlive an
-erasure: an old version of a key record is a copy of the key.
+Keep the ``datakeys/`` prefix out of Object Lock default retention and backups that outlive an
+erasure: an old version of a key record is a copy of the key. On a versioned bucket, writing a
+tombstone deletes every earlier version of the record first (:meth:`DataKeyStore.put`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from producers.owner_only import private_dirs
+from producers.privacy.envelope import SealedOriginalInvalid, open_ids, seal_ids
 from schemas.errors import BlackboxError, BlobNotFound
 
 if TYPE_CHECKING:
@@ -106,7 +110,7 @@ def read_or_create_key_file(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
         key = AESGCM.generate_key(bit_length=256)
         try:  # O_EXCL: two processes creating it at once keep the first one's key
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -142,6 +146,9 @@ class DataKeyRecord:
     wrapped: bytes | None = None
     erased_at: str | None = None
     erase_reason: str = ""
+    sealed_ids: bytes | None = None
+    """The salt and the raw identifiers of people, sealed under the data key
+    (:func:`producers.privacy.envelope.seal_ids`); gone with the key at erasure."""
 
     @property
     def erased(self) -> bool:
@@ -151,6 +158,8 @@ class DataKeyRecord:
         value: dict[str, Any] = {"decisionId": self.decision_id}
         if self.wrapped is not None:
             value |= {"kekId": self.kek_id, "wrapped": base64.b64encode(self.wrapped).decode("ascii")}
+            if self.sealed_ids is not None:
+                value["sealedIds"] = base64.b64encode(self.sealed_ids).decode("ascii")
         else:
             value |= {"erasedAt": self.erased_at, "reason": self.erase_reason}
         return json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8")
@@ -159,10 +168,12 @@ class DataKeyRecord:
     def from_bytes(cls, data: bytes) -> DataKeyRecord:
         value = json.loads(data)
         wrapped = value.get("wrapped")
+        sealed_ids = value.get("sealedIds") if wrapped is not None else None
         return cls(
             decision_id=str(value["decisionId"]),
             kek_id=str(value.get("kekId") or ""),
             wrapped=None if wrapped is None else base64.b64decode(wrapped),
+            sealed_ids=None if sealed_ids is None else base64.b64decode(sealed_ids),
             erased_at=value.get("erasedAt"),
             erase_reason=str(value.get("reason") or ""),
         )
@@ -180,7 +191,12 @@ class DataKeyStore:
         return f"{DATA_KEY_PREFIX}{hashlib.sha256(decision_id.encode('utf-8')).hexdigest()}.json"
 
     def put(self, record: DataKeyRecord) -> None:
-        self.blobs.put(self.key(record.decision_id), record.to_bytes())
+        """Store ``record``. A tombstone on a versioned store (S3 Object Lock) first deletes every version
+        of the record: an older version would still hold the wrapped key, and the erasure would not be one."""
+        key = self.key(record.decision_id)
+        if record.erased and self.blobs.versioned:
+            self.blobs.delete(key)  # every version; a crash before the put leaves no key either
+        self.blobs.put(key, record.to_bytes())
 
     def get(self, decision_id: str) -> DataKeyRecord | None:
         try:
@@ -227,7 +243,10 @@ class DataKeyStore:
             data_key = old.unwrap(record.wrapped, context=context)
             self.put(
                 DataKeyRecord(
-                    decision_id=decision_id, kek_id=new.key_id, wrapped=new.wrap(data_key, context=context)
+                    decision_id=decision_id,
+                    kek_id=new.key_id,
+                    wrapped=new.wrap(data_key, context=context),
+                    sealed_ids=record.sealed_ids,
                 )
             )
             done += 1
@@ -241,18 +260,43 @@ class Vault:
     kek: KeyEncryptionKey
     keys: DataKeyStore
 
-    def issue(self, decision_id: str) -> bytes:
-        """A new data key for ``decision_id``, its wrapped form stored before it is used."""
+    def issue(
+        self, decision_id: str, *, ids: Mapping[str, str] | None = None, salt: bytes | None = None
+    ) -> bytes:
+        """A new data key for ``decision_id``, its wrapped form stored before it is used; with ``ids``,
+        the raw identifiers of people and their ``salt`` are sealed under it in the same record."""
         data_key = new_data_key()
         wrapped = self.kek.wrap(data_key, context=decision_id.encode("utf-8"))
-        self.keys.put(DataKeyRecord(decision_id=decision_id, kek_id=self.kek.key_id, wrapped=wrapped))
+        sealed = None
+        if ids:
+            if salt is None:
+                raise ValueError("sealing identifiers needs the decision's salt")
+            sealed = seal_ids(ids, salt=salt, data_key=data_key, decision_id=decision_id)
+        self.keys.put(
+            DataKeyRecord(decision_id=decision_id, kek_id=self.kek.key_id, wrapped=wrapped, sealed_ids=sealed)
+        )
         return data_key
 
     def data_key(self, decision_id: str) -> bytes:
         """The decision's data key; :class:`KeyUnavailable` saying why when there is none."""
+        return self._open(decision_id)[1]
+
+    def identifiers(self, decision_id: str) -> tuple[bytes, dict[str, str]] | None:
+        """(salt, raw identifiers by path) sealed in the decision's key record; None when it has none.
+
+        :class:`KeyUnavailable` when there is no key (never stored, erased, not unwrapped)."""
+        record, data_key = self._open(decision_id)
+        if record.sealed_ids is None:
+            return None
+        try:
+            return open_ids(record.sealed_ids, data_key=data_key, decision_id=decision_id)
+        except SealedOriginalInvalid as exc:
+            raise KeyUnavailable(str(exc)) from exc
+
+    def _open(self, decision_id: str) -> tuple[DataKeyRecord, bytes]:
         record = self.keys.get(decision_id)
         if record is None:
             raise KeyUnavailable(f"no data key was stored for {decision_id}: its original cannot be read")
         if record.wrapped is None:
             raise KeyUnavailable(f"original erased on {record.erased_at} ({record.erase_reason})")
-        return self.kek.unwrap(record.wrapped, context=decision_id.encode("utf-8"))
+        return record, self.kek.unwrap(record.wrapped, context=decision_id.encode("utf-8"))

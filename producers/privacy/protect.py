@@ -10,9 +10,12 @@ no copy anywhere (topic, spool, segments, index) holds the original in the clear
 3. ``privacy`` records the detectors, each redaction and the keyed hashes of the originals, and
    ``replayPolicy.piiRedacted`` becomes true. Sealing then signs all of it: the redacted parts'
    hashes, the original hashes and the sealed original's hash.
+4. with a vault, the identifiers of people (``input.originUserId``, ``input.originSessionId``) are
+   replaced by salted commitments, their raw values sealed beside the original and in the key record
+   (:mod:`producers.privacy.identifiers`), even when no content was redacted.
 
-Nothing found: no ``privacy`` section, ``piiRedacted`` false - the flag says exactly whether
-something was redacted. A capture that already has a ``privacy`` section was protected before (a
+Nothing found and no identifier to commit: no ``privacy`` section, ``piiRedacted`` false - the flag
+says exactly whether content was redacted. A capture that already has a ``privacy`` section was protected before (a
 flagged decision's held capture, a capture file sealed by ``blackbox capture``) and is left as it is.
 Without a vault the original is not kept at all (the keyed hashes are then unverifiable by anyone).
 """
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from producers.privacy.detectors import Detector, PatternDetector, PresidioDetector, builtin_detectors
 from producers.privacy.envelope import CIPHER, keyed_hash, new_salt, seal_original
+from producers.privacy.identifiers import commit_identifiers, raw_identifiers
 from producers.privacy.keys import DataKeyStore, LocalKeyFile, Vault
 from producers.privacy.redact import redact_capture
 
@@ -78,41 +82,47 @@ class Redactor:
         return cls(detectors=detectors, vault=vault, label="+".join(labels))
 
     def protect(self, capture: dict[str, Any], *, owned: bool) -> dict[str, Any]:
-        """``capture`` redacted and its original sealed (see the module docstring).
+        """``capture`` redacted, its identifiers of people committed and its original sealed (see the
+        module docstring).
 
         ``owned=True`` may change ``capture`` in place; otherwise a changed capture is a copy.
         """
         if capture.get("privacy") is not None:
             return capture
         result = redact_capture(capture, self.detectors, owned=owned)
-        if result is None:
+        # identifiers of people are committed only where their raw value can be kept (sealed, erasable)
+        ids = raw_identifiers(capture) if self.vault is not None else {}
+        if result is None and not ids:
             return _set_flag(capture, False, owned=owned)
-        redacted = result.capture
+        redacted = result.capture if result is not None else (capture if owned else dict(capture))
         decision_id = redacted["decisionId"]
         salt = new_salt()
+        commit_identifiers(redacted, ids, salt=salt)
         privacy: dict[str, Any] = {
             "detectors": self.label,
-            "redactions": [r.to_json() for r in result.redactions],
+            "redactions": [r.to_json() for r in result.redactions] if result is not None else [],
             "originalHashes": [
                 {"part": part, "hash": keyed_hash(salt, digest)}
-                for part, digest in result.original_hashes.items()
+                for part, digest in (result.original_hashes.items() if result is not None else ())
             ],
             "cipher": None,
             "sealedOriginal": None,
             "sealedOriginalHash": None,
         }
         if self.vault is not None:
-            data_key = self.vault.issue(decision_id)
+            data_key = self.vault.issue(decision_id, ids=ids, salt=salt)
             privacy["cipher"] = CIPHER
             privacy["sealedOriginal"] = seal_original(
-                result.originals,
-                spans=result.original_spans,
+                result.originals if result is not None else {},
+                spans=result.original_spans if result is not None else {},
                 salt=salt,
                 data_key=data_key,
                 decision_id=decision_id,
+                ids=ids,
             )
         redacted["privacy"] = privacy
-        return _set_flag(redacted, True, owned=True)
+        # the flag says whether content was redacted; committed identifiers alone do not set it
+        return _set_flag(redacted, result is not None, owned=True)
 
 
 def _set_flag(capture: dict[str, Any], redacted: bool, *, owned: bool) -> dict[str, Any]:

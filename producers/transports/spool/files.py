@@ -10,7 +10,8 @@ Only then are its records delivered; a reader never sees a partial file.
 Consumers track progress like a Kafka partition offset: a :class:`SpoolPosition` is (file, index
 of the next record). :func:`read_spool` yields :class:`SpoolRecord` values from a position on;
 once a file is fully processed and the progress committed (:class:`SpoolCheckpoint`), the consumer
-calls :func:`mark_consumed` so the file leaves the spool (moved to ``consumed/`` or deleted). Files
+calls :func:`mark_consumed` so the file leaves the spool: deleted, because its records now live in
+segments that retention and erasure reach (a copy kept in ``consumed/`` would outlive both). Files
 still in the spool are always read in full, whatever their name, so a file published late by a
 second writer is never skipped; the price is at-least-once delivery if a consumer dies between
 committing and marking, which idempotent ingest absorbs.
@@ -31,6 +32,7 @@ from typing import Any
 
 import fastavro
 
+from producers.owner_only import create_private, private_dirs
 from schemas.errors import TransportError
 
 __all__ = [
@@ -63,6 +65,8 @@ _SUFFIX = ".avro"
 _PART_PREFIX = ".tmp-"
 _PART_SUFFIX = ".avro.part"
 CONSUMED_DIR = "consumed"
+"""Where releases before this one moved consumed files (``keep=True`` still does); ``blackbox compact``
+deletes what is left there (:mod:`consumers.retention.spool_sweep`)."""
 
 
 class SpoolFileCorrupt(TransportError):
@@ -147,8 +151,9 @@ def read_spool(
             yield from read_spool_file(directory / name, start=first)
 
 
-def mark_consumed(directory: str | os.PathLike[str], file: str, *, keep: bool = True) -> None:
-    """Take a fully processed file out of the spool: move it to ``consumed/`` or delete it. Idempotent."""
+def mark_consumed(directory: str | os.PathLike[str], file: str, *, keep: bool = False) -> None:
+    """Take a fully processed file out of the spool: delete it (or, ``keep``, move it to ``consumed/``,
+    where nothing but ``compact`` removes it again). Idempotent."""
     directory = Path(directory)
     src = directory / os.path.basename(file)
     try:
@@ -222,8 +227,8 @@ class SpoolWriter:
         self._part: Path | None = None
         self._records = 0
         self._bytes = 0
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+        try:  # owner-only whatever the agent's umask (producers.owner_only)
+            private_dirs(self.directory)
         except OSError as exc:
             raise TransportError(f"cannot create spool directory {self.directory}: {exc}") from exc
 
@@ -251,7 +256,8 @@ class SpoolWriter:
         self._seq += 1
         self._part = self.directory / f"{_PART_PREFIX}{self.writer_id}-{self._seq:08d}{_PART_SUFFIX}"
         try:
-            self._fh = open(self._part, "wb")  # noqa: SIM115 - closed in publish()/discard()
+            # 0600 whatever the agent's umask; closed in publish()/discard()
+            self._fh = os.fdopen(create_private(self._part, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb")
             # sync_interval large: blocks are cut by flush() at publish time, one block per batch.
             self._writer = fastavro.write.Writer(
                 self._fh, _PARSED_SCHEMA, codec=self.codec, sync_interval=4 * 1024 * 1024

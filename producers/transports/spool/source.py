@@ -4,8 +4,10 @@ Each published spool file plays the role of a partition (its name is the "partit
 keys and DLQ letters) and a record's index in the file is its offset. Progress is a
 :class:`.files.SpoolCheckpoint` committed only after the batch is durable; a file whose
 every record has been committed is then taken out of the spool with
-:func:`.files.mark_consumed`. Dying between the two re-reads that file once, which the
-idempotent sinks absorb.
+:func:`.files.mark_consumed` - deleted: its captures are in segments by then, where retention and
+erasure reach them (``keep_consumed=True`` moves it to ``consumed/`` instead, for a test or a debugging
+session; ``blackbox compact`` deletes what is left there). Dying between the two re-reads that file
+once, which the idempotent sinks absorb.
 
 One embedded consumer per spool: an exclusive ``flock`` on the checkpoint's lock file makes a second
 one fail fast instead of interleaving commits.
@@ -63,7 +65,7 @@ class SpoolSource:
         directory: Path,
         checkpoint: Path,
         topic: str,
-        keep_consumed: bool = True,
+        keep_consumed: bool = False,
         recover: bool = True,
         max_dead_files: int = 100,
     ) -> None:

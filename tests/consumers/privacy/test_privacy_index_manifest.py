@@ -20,6 +20,7 @@ from consumers.ingest.prepare import manifest_json
 from consumers.privacy.ids import IndexIdKeyError, IndexIds
 from consumers.privacy.manifest import INDEX_VIEW, index_manifest_json, signed_manifest
 from producers.evidence import Signer
+from producers.privacy.identifiers import is_commitment
 
 KEY = IndexIds(b"k" * 32)
 
@@ -101,7 +102,8 @@ def test_compacted_and_old_rows_verify_from_the_index(
     assert verified.exit_code == 0 and verified.output.startswith(f"verified: {jane}"), verified.output
     shown = _show(env, jane)
     assert shown["verification"]["verdict"] == "verified", shown["verification"]
-    assert shown["capture"]["input"]["originUserId"] == "cus_jane"  # the signed manifest, as before
+    # the signed manifest, as before; it signs the person only as a salted commitment (DESIGN 16)
+    assert is_commitment(shown["capture"]["input"]["originUserId"]) and "cus_jane" not in json.dumps(shown)
 
     # a row the previous release wrote (the signed manifest itself) reads and verifies as before
     key = IndexIds((data / "index_id.key").read_bytes())

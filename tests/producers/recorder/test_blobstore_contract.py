@@ -49,6 +49,25 @@ def test_put_get_roundtrip(store: BlobStore, prefix: str) -> None:
     assert store.exists(f"{prefix}/a/b.bin")
 
 
+def test_versions_what_was_sealed_stays_readable_where_the_store_keeps_versions(
+    store: BlobStore, prefix: str
+) -> None:
+    """``put`` returns the version it wrote (None without versions); that version is read by its id
+    whatever lies over it, and ``covering`` names what does."""
+    key = f"{prefix}/sealed"
+    sealed = store.put(key, b"sealed bytes")
+    if not store.versioned:
+        assert sealed is None and store.versions(key) == [] and store.covering(key, "v1") is None
+        assert store.get(key, version_id="ignored") == b"sealed bytes"
+        return
+    assert sealed and store.versions(key) == [sealed] and store.covering(key, sealed) is None
+    newer = store.put(key, b"other bytes")
+    assert newer and newer != sealed and store.versions(key) == [newer, sealed]
+    assert store.get(key, version_id=sealed) == b"sealed bytes"
+    assert store.get(key, offset=7, length=5, version_id=sealed) == b"bytes"
+    assert f"a newer version {newer} (11 bytes, " in (store.covering(key, sealed) or "")
+
+
 def test_put_overwrites(store: BlobStore, prefix: str) -> None:
     store.put(f"{prefix}/k", b"one")
     store.put(f"{prefix}/k", b"two-two")

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from consumers.commands.capture import MAX_DOCUMENT_DEPTH, register
 from producers.evidence import Signer, TrustStore, seal, verify_capture
 from producers.evidence.dsse import b64encode
+from producers.privacy.identifiers import is_commitment
 from producers.transports.spool.files import read_spool
 from schemas.codec import decode
 
@@ -86,11 +87,23 @@ def test_good_file_is_sealed_emitted_and_its_id_printed(
 
 
 def test_supplied_correct_hashes_are_accepted(tmp_path: Path, env: dict[str, str], signer: Signer) -> None:
-    sealed = seal(_example(), signer)
+    capture = _example()
+    # a person's ids are committed under a fresh salt before sealing (DESIGN 16), so the signature
+    # is reproducible only for a capture that names nobody; the committed case is the next check
+    capture["input"]["originUserId"] = capture["input"]["originSessionId"] = None
+    sealed = seal(capture, signer)
     path = _write(tmp_path, sealed)
     result = _invoke(["capture", str(path)], env)
     assert result.exit_code == 0, result.output
     assert _spooled(tmp_path)[0]["signature"] == sealed["signature"]  # ed25519 is deterministic
+
+    named = seal(_example(), signer)
+    assert named["input"]["originUserId"]
+    result = _invoke(["capture", str(_write(tmp_path, named, "named.json"))], env)
+    assert result.exit_code == 0, result.output
+    emitted = _spooled(tmp_path)[-1]
+    assert is_commitment(emitted["input"]["originUserId"])
+    verify_capture(emitted, trust_for(signer))
 
 
 def test_structured_only_file_is_emitted_without_content(

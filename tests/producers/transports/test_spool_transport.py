@@ -113,17 +113,18 @@ def test_start_position_and_checkpoint(tmp_path: Path) -> None:
     assert [r.value for r in read_spool(tmp_path, start=position)] == [b"a2", b"b0", b"b1"]
 
 
-def test_mark_consumed_moves_or_deletes(tmp_path: Path) -> None:
+def test_mark_consumed_deletes_or_moves(tmp_path: Path) -> None:
+    """Deleted by default (nothing outlives retention in ``consumed/``); ``keep`` moves it there."""
     first = _publish(tmp_path, [b"a"])
     time.sleep(0.002)
     second = _publish(tmp_path, [b"b"])
     mark_consumed(tmp_path, first)
     assert spool_files(tmp_path) == [second]
-    assert (tmp_path / "consumed" / first).exists()
+    assert not (tmp_path / "consumed").exists() and not (tmp_path / first).exists()
     mark_consumed(tmp_path, first)  # idempotent
-    mark_consumed(tmp_path, second, keep=False)
+    mark_consumed(tmp_path, second, keep=True)
     assert spool_files(tmp_path) == []
-    assert not (tmp_path / "consumed" / second).exists()
+    assert (tmp_path / "consumed" / second).exists()
 
 
 def test_late_file_from_another_writer_is_not_skipped(tmp_path: Path) -> None:
