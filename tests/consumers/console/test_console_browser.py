@@ -58,6 +58,14 @@ def test_the_demo_link_signs_in_once(
 def test_filter_failed_decisions_on_v47_and_open_one(world: ConsoleWorld, operator: Any) -> None:
     page = operator
     page.goto(f"{world.console}/decisions")
+    first = page.locator("a.decision-link").all_inner_texts()
+    whole = int(page.inner_text("#count strong").replace(",", ""))
+    page.click("#next-page")  # keyset pages: the next 50, older, none repeated
+    second = page.locator("a.decision-link").all_inner_texts()
+    assert whole >= 300 and len(first) == len(second) == 50 and not set(first) & set(second)
+    times = page.locator("#decision-list tbody tr td:first-child").all_inner_texts()
+    assert times == sorted(times, reverse=True)
+    page.goto(f"{world.console}/decisions")
     page.fill("input[name=prompt_version]", "v4.7")
     page.select_option("select[name=failed]", "yes")
     page.click("#apply")
