@@ -257,8 +257,10 @@ def console_router(
     @router.get("/decisions/{decision_id}")
     @guard
     def decision(request: Request, decision_id: str) -> Response:
+        from consumers.privacy.view import privacy_view
         from consumers.verify.stored import judge_shown
         from consumers.verify.verdict import Verdict
+        from producers.privacy.protect import vault_from_settings
 
         who = console.need(request)
         trust = console.trust()
@@ -268,6 +270,15 @@ def console_router(
             verdict = Verdict.failed(decision_id, exc, checked_at=console.clock())
             return console.page(who, "unreadable.html", status=409, decision_id=decision_id, verdict=verdict)
         verdict = judge_shown(shown, index=rt.index, trust=trust, at=console.clock(), ids=console.ids)
+        # personal data: placeholders, unless asked and the grant includes personal data (logged `reveal`)
+        privacy = privacy_view(
+            shown.capture,
+            vault=vault_from_settings(rt.settings, rt.blob_store),
+            reveal_original=request.query_params.get("reveal") == "1",
+            verified=verdict.verified,
+            gate=rt.gate,
+            caller=who.session.as_caller(),
+        )
         log = (
             inclusion(shown.capture, console.prover, shown.decision_id)
             if shown.capture.get("signature")
@@ -275,7 +286,7 @@ def console_router(
         )
         view = decision_view(
             decision_id=shown.decision_id,
-            capture=shown.capture,
+            capture=privacy.revealed or shown.capture,
             row=shown.row,
             content_state=shown.content_state,
             note=shown.to_json()["note"],
@@ -285,7 +296,9 @@ def console_router(
             quarantine=list(shown.quarantine),
         )
         history = decision_access(rt.index, shown.decision_id) if who.operator else []
-        return console.page(who, "decision.html", view=view, history=history, now=console.clock())
+        return console.page(
+            who, "decision.html", view=view, history=history, now=console.clock(), privacy=privacy.state
+        )
 
     @router.get("/decisions/{decision_id}/capture.json")
     @guard

@@ -9,9 +9,11 @@ as a download). Content is never put in a URL, a header or a log line.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import unicodedata
 from collections.abc import Mapping
@@ -45,25 +47,36 @@ def _mark(char: str) -> str:
     return f"U+{ord(char):04X}"
 
 
-def _hidden(char: str) -> bool:
-    """Control (Cc), format (Cf: bidi overrides, zero-width, ...), and separators other than space."""
-    if char in _VISIBLE_WHITESPACE:
-        return False
-    return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs")
+@functools.cache
+def _hidden() -> re.Pattern[str]:
+    """Control (Cc), format (Cf: bidi overrides, zero-width, ...), line/paragraph separators, private
+    use and surrogates, except newline and tab: one character class, built once from the Unicode data."""
+    hidden = [
+        chr(c)
+        for c in range(0x10000)
+        if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+        and chr(c) not in _VISIBLE_WHITESPACE
+    ]
+    # private use, and the format characters beyond the BMP (Unicode 15: Egyptian, shorthand, music, tags)
+    private = (
+        "\\ue000-\\uf8ff\\U000f0000-\\U000ffffd\\U00100000-\\U0010fffd\\U000110bd\\U000110cd"
+        "\\U00013430-\\U0001343f\\U0001bca0-\\U0001bca3\\U0001d173-\\U0001d17a\\U000e0001\\U000e0020-\\U000e007f"
+    )
+    return re.compile("[" + "".join(re.escape(c) for c in hidden) + private + "]")
 
 
 def inert(value: object) -> Markup:
     """``value`` as escaped HTML text with every invisible or reordering character shown as a mark."""
     text = value if isinstance(value, str) else "" if value is None else str(value)
-    if not any(_hidden(c) for c in text):
-        return escape(text)
-    out: list[str] = []
-    for char in text:
-        if _hidden(char):
-            out.append(f'<span class="cc" title="{_mark(char)}">{_mark(char)}</span>')
-        else:
-            out.append(str(escape(char)))
-    return Markup("".join(out))
+    escaped = str(escape(text))  # escaping adds no hidden character, so marking after it is safe
+    pattern = _hidden()
+    if not pattern.search(escaped):
+        return Markup(escaped)
+    return Markup(
+        pattern.sub(
+            lambda m: f'<span class="cc" title="{_mark(m.group())}">{_mark(m.group())}</span>', escaped
+        )
+    )
 
 
 def pretty_json(value: Any) -> str:

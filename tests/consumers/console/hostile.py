@@ -11,6 +11,7 @@ HOSTILE = (
     '"><img src=x onerror=alert("xss-img")>'
     "'><svg onload=alert('xss-svg')><a href=\"javascript:alert('xss-js')\">click</a>"
     '<iframe src="https://evil.invalid/leak"></iframe><style>body{display:none}</style>'
+    " mail jane.doe@example.com"  # personal data: the producer redacts it (a placeholder in the console)
     "\u202egnp.exe\u202c \u2066isolate\u2069 zero\u200bwidth bell\x07 esc\x1b[31m nul-free"
 )
 MARKER = "xss-"  # what would show up in a dialog or a request if anything ran

@@ -219,7 +219,7 @@ def test_hostile_content_renders_inert_and_is_shown(world: ConsoleWorld, operato
         "[href^='javascript:']",
     ):
         assert page.locator(selector).count() == 0, selector
-    visible = HOSTILE.split("\u202e")[0]  # everything before the first bidi override, shown as text
+    visible = HOSTILE.split(" mail ")[0]  # up to the address (redacted at capture), shown as text
     for where in ("#final-output", "#system-prompt", "#reasoning", "#context-text"):  # text parts
         assert visible in (page.locator(where).text_content() or ""), where
     as_json = json.dumps(visible, ensure_ascii=False)[1:-1]
@@ -235,6 +235,11 @@ def test_hostile_content_renders_inert_and_is_shown(world: ConsoleWorld, operato
         assert mark in context, mark
     assert "javascript:alert('xss-endpoint')" in page.inner_text("#configuration")  # shown, never a link
     assert MARKER not in " ".join(dialogs)
+    # personal data (the producer redacted an address here) shows as placeholders; revealing needs a grant
+    assert "Redacted at capture" in page.inner_text("#placeholders")
+    page.click("#reveal")
+    assert page.inner_text("h1") == "Refused"
+    assert "personal_data = true" in page.inner_text("#problem")
     # the list shows the hostile row too, inert
     page.goto(f"{world.console}/decisions?id_prefix=dec_01HOSTILE")
     assert page.locator("a.decision-link").all_inner_texts() == [world.hostile_id]

@@ -95,3 +95,13 @@ def test_the_list_filter_binds_every_value_and_names_what_is_wrong() -> None:
         list_sql(DecisionFilter(), after="garbage")
     with pytest.raises(ContractError):
         DecisionFilter(since=T0, until=T0)
+
+
+def test_every_invisible_or_reordering_character_is_marked() -> None:
+    import unicodedata
+
+    hidden = {"Cc", "Cf", "Zl", "Zp", "Co"}
+    for code in range(0x110000):
+        char = chr(code)
+        if unicodedata.category(char) in hidden and char not in "\n\t":
+            assert f"U+{code:04X}" in inert(f"a{char}b"), hex(code)
