@@ -272,3 +272,38 @@ def test_headers_csrf_and_sign_out(world: ConsoleWorld, operator: Any) -> None:
     assert refused.status == 403
     page.goto(f"{world.console}/decisions")
     assert page.url.endswith("/console/decisions")  # still signed in: the forged sign-out did nothing
+
+
+def test_an_operator_creates_a_token_then_revokes_its_session_and_the_token(
+    world: ConsoleWorld, browser: Any, operator: Any
+) -> None:
+    operator.goto(f"{world.console}/access")
+    create = operator.locator("form[action$='/access/tokens']")
+    create.locator("input[name=caller]").fill("temp-auditor")
+    create.locator("select[name=scope]").select_option("regulator")
+    create.locator("button").click()
+    made = operator.inner_text("#new-token").strip()  # shown once
+    assert made.startswith("bbx_")
+    operator.goto(f"{world.console}/access")
+    assert made not in operator.content()  # never again
+
+    auditor = _signed_in_with_token(browser, world, made)
+    row = operator.locator("#sessions tbody tr", has_text="temp-auditor").filter(has_text="active")
+    operator.goto(f"{world.console}/access")
+    row.first.locator("button").click()  # revoke the session
+    auditor.goto(f"{world.console}/decisions")
+    assert auditor.url.endswith("/console/signin")
+
+    auditor.fill("#token", made)  # a new session with the same token, until the token is revoked
+    auditor.click("button[type=submit]")
+    auditor.wait_for_url(f"{world.console}/decisions")
+    operator.goto(f"{world.console}/access")
+    operator.locator("#tokens tbody tr", has_text="temp-auditor").locator("button").click()
+    auditor.goto(f"{world.console}/decisions")
+    assert auditor.url.endswith("/console/signin")  # the session died with its token
+    auditor.fill("#token", made)
+    auditor.click("button[type=submit]")
+    assert "token revoked" in auditor.inner_text("#problem")
+    log = operator.goto(f"{world.console}/access")
+    assert log is not None and "chain intact" in operator.inner_text("#chain")
+    auditor.context.close()
