@@ -10,7 +10,7 @@ sees only their own requests.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,6 +22,7 @@ from consumers.access.files import parse_duration
 from consumers.access.log import read_access_log
 from consumers.console.core import Console, Who
 from consumers.console.web import secured
+from consumers.findings.store import list_findings
 from consumers.index import TRENDS, run_trend
 from schemas.errors import ContractError
 
@@ -29,7 +30,8 @@ __all__ = ["add_admin_routes", "bars"]
 
 # trend column -> the decision-list filter it narrows to
 _LINKS = {"prompt_version": "prompt_version", "model_version": "model_version", "agent_id": "agent",
-          "capture_level": "capture_level", "fidelity": "fidelity", "outcome_status": "outcome"}  # fmt: skip
+          "capture_level": "capture_level", "fidelity": "fidelity", "outcome_status": "outcome",
+          "rule": "pact"}  # fmt: skip
 _BY = ("", "prompt_version", "model_version", "day", "agent_id", "capture_level", "fidelity")
 
 
@@ -47,12 +49,12 @@ def bars(rows: list[dict[str, Any]], *, label: str, value: str, width: int = 480
 
 def _link_for(row: dict[str, Any], since: str, until: str) -> str:
     query = {_LINKS[k]: str(v) for k, v in row.items() if k in _LINKS and v not in (None, "")}
-    if row.get("day"):
-        query["since"] = str(row["day"])
-        query["until"] = str(row["day"]) + "T23:59:59.999"
+    if isinstance(row.get("day"), date):
+        query["since"] = row["day"].isoformat()
+        query["until"] = (row["day"] + timedelta(days=1)).isoformat()  # until is exclusive
     else:
         query.update({"since": since, "until": until})
-    if "failure_rate" in row or "failed" in row:
+    if "failure_rate" in row or "failures" in row:
         query["failed"] = "yes"
     return "?" + urlencode(query)
 
@@ -108,10 +110,11 @@ def add_admin_routes(router: APIRouter, console: Console, *, guard: Callable[[An
         iso = {"since": since.isoformat(timespec="seconds").replace("+00:00", ""),
                "until": until.isoformat(timespec="seconds").replace("+00:00", "")}  # fmt: skip
         links = [_link_for(r, iso["since"], iso["until"]) for r in rows]
+        findings = list_findings(rt.index)  # each links to the decisions it pins
         return console.page(
             who, "trends.html", trends=TRENDS, trend=trend, rows=rows, links=links, by=by, bys=trend.allowed_by,
             since=since_text, until=until_text, chart=bars(rows, label=label, value=value) if value else [],
-            value=value, label=label,
+            value=value, label=label, findings=findings,
         )  # fmt: skip
 
     # -- access --------------------------------------------------------------------------------------

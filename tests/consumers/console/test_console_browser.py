@@ -307,3 +307,23 @@ def test_an_operator_creates_a_token_then_revokes_its_session_and_the_token(
     log = operator.goto(f"{world.console}/access")
     assert log is not None and "chain intact" in operator.inner_text("#chain")
     auditor.context.close()
+
+
+def test_a_trend_cell_opens_the_decisions_it_counts(world: ConsoleWorld, operator: Any) -> None:
+    page = operator
+    page.goto(f"{world.console}/trends?name=failure_rate&since=365d&until=now")
+    assert page.locator("svg.chart rect.bar").count() >= 1  # the server's own chart, no script
+    header = page.locator("#trend-table thead th").all_inner_texts()
+    rows = page.locator("#trend-table tbody tr")
+    picked = None
+    for i in range(rows.count()):
+        cells = dict(zip(header, rows.nth(i).locator("td").all_inner_texts(), strict=False))
+        if cells.get("prompt_version") == "v4.7" and int(cells.get("failures") or 0) > 0:
+            picked = i, cells
+            break
+    assert picked is not None, header
+    shot(page, "08-trends")
+    rows.nth(picked[0]).locator("a").click()
+    page.wait_for_load_state()
+    assert "prompt_version=v4.7" in page.url and "failed=yes" in page.url and "since=" in page.url
+    assert page.inner_text("#count strong") == picked[1]["failures"]
