@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from consumers.access.chain import verify_chain
 from consumers.access.files import parse_duration
 from consumers.access.log import read_access_log
+from consumers.access.requests import new_request
 from consumers.console.core import Console, Who
 from consumers.console.web import secured
 from consumers.findings.store import list_findings
@@ -162,6 +163,29 @@ def add_admin_routes(router: APIRouter, console: Console, *, guard: Callable[[An
             reason=reason[:500],
             expires_in=expires,
         )
+        return _back()
+
+    @router.post("/access/requests")
+    @guard
+    def file_request(request: Request, data: dict[str, str] = form) -> Response:
+        who = console.need(request)
+        console.check_csrf(who, data)
+        caller = who.session.as_caller()
+        now = console.clock()
+        since, until = data.get("since", "").strip(), data.get("until", "").strip()
+        made = new_request(
+            caller=caller.identity,
+            scope=caller.scope,
+            legal_basis=data.get("legal_basis", "").strip(),
+            reference=data.get("reference", "").strip(),
+            purpose=data.get("purpose", "").strip(),
+            now=now,
+            decisions=tuple(d.strip() for d in data.get("decisions", "").split(",") if d.strip()),
+            agent=data.get("agent", "").strip(),
+            since=_when(since, now=now, what="since") if since else None,
+            until=_when(until, now=now, what="until") if until else None,
+        )
+        rt.access_desk.file(caller, made)
         return _back()
 
     @router.post("/access/tokens")

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from big import ENTRIES, NEEDLE
 from console_world import ConsoleWorld, run, shot
@@ -135,20 +134,19 @@ def test_a_counterparty_sees_only_its_subjects_decisions(
     page = _signed_in_with_token(browser, world, world.counterparty_token)
     assert page.locator("a.decision-link").count() == 0  # no grant yet: the capture admits operators only
 
-    filed = httpx.post(
-        f"{world.url}/v1/access-requests",
-        headers={"Authorization": f"Bearer {world.counterparty_token}"},
-        json={
-            "authority": {"legalBasis": "contract", "reference": "dispute-2026-17"},
-            "purpose": "a disputed refund",
-            "agent": "agt_support",
-            "since": "2020-01-01T00:00:00Z",
-            "until": "2030-01-01T00:00:00Z",
-        },
-        timeout=30,
-    )
-    assert filed.status_code == 201, filed.text
-    request_id = filed.json()["id"]
+    page.goto(f"{world.console}/access")  # it asks for access in the console, naming its authority
+    ask = page.locator("#ask form")
+    ask.locator("input[name=legal_basis]").fill("contract")
+    ask.locator("input[name=reference]").fill("dispute-2026-17")
+    ask.locator("input[name=purpose]").fill("a disputed refund")
+    ask.locator("input[name=agent]").fill("agt_support")
+    ask.locator("input[name=since]").fill("2020-01-01")
+    ask.locator("input[name=until]").fill("2030-01-01")
+    ask.locator("button").click()
+    page.wait_for_load_state()
+    mine = page.locator("#requests tbody tr", has_text="dispute-2026-17")
+    assert mine.count() == 1 and "pending" in mine.inner_text()
+    request_id = mine.locator("td").first.inner_text()
     operator.goto(f"{world.console}/access")  # the operator approves it in the console, with a reason
     form = operator.locator(f"form[action$='/access/requests/{request_id}/approve']")
     form.locator("input[name=reason]").fill("contract dispute, checked")
