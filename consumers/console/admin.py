@@ -25,6 +25,7 @@ from consumers.console.core import Console, Who
 from consumers.console.web import secured
 from consumers.findings.store import list_findings
 from consumers.index import TRENDS, run_trend
+from consumers.report.store import recent_gates, recent_replays
 from schemas.errors import ContractError
 
 __all__ = ["add_admin_routes", "bars"]
@@ -112,10 +113,13 @@ def add_admin_routes(router: APIRouter, console: Console, *, guard: Callable[[An
                "until": until.isoformat(timespec="seconds").replace("+00:00", "")}  # fmt: skip
         links = [_link_for(r, iso["since"], iso["until"]) for r in rows]
         findings = list_findings(rt.index)  # each links to the decisions it pins
+        # replay runs, read-only here (operators: they name decisions and verdicts)
+        replays = recent_replays(rt.index, limit=20) if who.operator else []
+        gates = recent_gates(rt.index, limit=10) if who.operator else []
         return console.page(
             who, "trends.html", trends=TRENDS, trend=trend, rows=rows, links=links, by=by, bys=trend.allowed_by,
             since=since_text, until=until_text, chart=bars(rows, label=label, value=value) if value else [],
-            value=value, label=label, findings=findings,
+            value=value, label=label, findings=findings, replays=replays, gates=gates,
         )  # fmt: skip
 
     # -- access --------------------------------------------------------------------------------------

@@ -311,6 +311,8 @@ def test_a_trend_cell_opens_the_decisions_it_counts(world: ConsoleWorld, operato
     page = operator
     page.goto(f"{world.console}/trends?name=failure_rate&since=365d&until=now")
     assert page.locator("svg.chart rect.bar").count() >= 1  # the server's own chart, no script
+    replayed = page.locator("#replays tbody tr a").all_inner_texts()  # the demo replayed and bisected one
+    assert world.failed_id in replayed
     header = page.locator("#trend-table thead th").all_inner_texts()
     rows = page.locator("#trend-table tbody tr")
     picked = None
