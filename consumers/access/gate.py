@@ -120,6 +120,18 @@ class AccessGate:
         self.record(records)
         return records
 
+    def judge_many(
+        self, caller: Caller, captures: Sequence[Mapping[str, Any]], *, action: str = "show"
+    ) -> list[AccessRecord]:
+        """Decide for each capture WITHOUT logging: for narrowing a list of decisions (metadata only)
+        to what the caller's scope allows; the caller logs the listing itself as one row, and every
+        later read of content passes :meth:`authorize`."""
+        if action not in READ_ACTIONS:
+            raise ValueError(f"unknown access action {action!r}")
+        at = self._clock()
+        grants = self._grants.current()
+        return [self._decide(caller, c, grants=grants, action=action, at=at, detail="") for c in captures]
+
     def authorize_live(self, caller: Caller, capture: Mapping[str, Any], *, reason: str) -> LiveAuthorization:
         """Authorize live tool calls for one decision: operator scope, a stated reason, logged first."""
         live_caller = Caller(identity=caller.identity, scope=caller.scope, reason=reason)

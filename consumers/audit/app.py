@@ -190,12 +190,17 @@ def _decision_id(value: str) -> str:
 
 
 def create_app(
-    rt: Runtime, *, clock: Callable[[], datetime] | None = None, prover: Prover | None = None
+    rt: Runtime,
+    *,
+    clock: Callable[[], datetime] | None = None,
+    prover: Prover | None = None,
+    console: bool = True,
 ) -> FastAPI:
     """The audit endpoint over ``rt`` (its index, blob store, grants, tokens and settings).
 
     ``clock``: the time the gate, tokens and grants are judged at (tests move it). ``prover``: the
     transparency log's inclusion proofs for bundles (default :meth:`consumers.app.runtime.Runtime.bundle_prover`).
+    ``console``: also serve the console's pages under ``/console``.
     """
 
     audit = Audit(rt, clock=clock or (lambda: datetime.now(UTC)), prover=prover or rt.bundle_prover())
@@ -432,6 +437,12 @@ def create_app(
         credentials: HTTPAuthorizationCredentials | None = Credentials,
     ) -> dict[str, Any]:
         return _decide(request_id, body, request, credentials, approve=False)
+
+    # -- the console (consumers.console), mounted here until the one application (DESIGN 21) takes it --
+    if console:
+        from consumers.console import console_router
+
+        app.include_router(console_router(rt, clock=audit.clock, prover=audit.prover))
 
     app.add_middleware(_LimitBody, audit=audit)
     return app

@@ -41,6 +41,7 @@ def serve_command(
                 f"warning: serving plain HTTP on {host}; put a TLS-terminating proxy in front", err=True
             )
         typer.echo(f"audit endpoint on http://{listen} (OpenAPI: /openapi.json)", err=True)
+        typer.echo(f"console on http://{listen}/console", err=True)
         serve(app, host=host, port=port)
 
 

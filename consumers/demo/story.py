@@ -201,7 +201,26 @@ def run_demo(
         f"  blackbox report --out report.html"
     )
     (data_dir / "prompt-v4.6.txt").write_text(system_prompt("v4.6"), encoding="utf-8")
+    link, expires = console_link(data_dir)
+    console.print(
+        f"\nRead the evidence in a browser: run [bold]blackbox serve[/bold] (with BLACKBOX_DATA_DIR as above), "
+        f"then open\n  {link}\n(signs in once as the local operator; valid until {expires:%H:%M} UTC)",
+        soft_wrap=True,
+    )
     return result
+
+
+CONSOLE_ADDRESS = "http://127.0.0.1:8700/console"
+
+
+def console_link(data_dir: Path, *, address: str = CONSOLE_ADDRESS) -> tuple[str, datetime]:
+    """A one-time sign-in link to the console for the local operator (``blackbox serve``'s default address)."""
+    from consumers.console.sessions import ConsoleSessions, console_file
+
+    code, expires = ConsoleSessions(console_file(data_dir)).issue_link(
+        Caller(identity="local-operator", scope="operator"), now=datetime.now(UTC)
+    )
+    return f"{address}/signin/link?code={code}", expires
 
 
 def _changed(row: Any) -> bool:

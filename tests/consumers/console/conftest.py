@@ -1,0 +1,129 @@
+"""One console world per session: the demo's data, a hostile capture and a 200 KB one ingested beside
+it, tokens for a counterparty and a regulator, a real ``blackbox serve`` subprocess, and Debian's
+chromium driven by Playwright (never a downloaded browser). Screenshots go to ``test-output/console/``
+(gitignored) for a person to look at."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from big import big_capture
+from console_world import (
+    BLACKBOX,
+    CHROMIUM_ARGS,
+    SHOTS,
+    ConsoleWorld,
+    clean_env,
+    free_port,
+    ids_of_user,
+    run,
+    token,
+)
+from hostile import hostile_capture
+
+
+@pytest.fixture(scope="session")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
+    root = tmp_path_factory.mktemp("console")
+    data_dir = root / "demo"
+    env = {**clean_env(), "BLACKBOX_DATA_DIR": str(data_dir)}
+    demo = run(["demo", "--dir", str(data_dir), "--decisions", "300", "--days", "4"], env).stdout
+    link = re.search(r"http://127\.0\.0\.1:8700/console/signin/link\?code=\S+", demo)
+    assert link, demo[-2000:]
+    failed_id = re.search(r"blackbox show (\S+)", demo)
+    assert failed_id, demo[-2000:]
+    shown = json.loads(run(["show", failed_id.group(1), "--json"], env).stdout)
+    base: dict[str, Any] = shown["capture"]
+
+    signing = {**env, "BLACKBOX_SIGNING_KEY": (data_dir / "signing-key.path").read_text().strip()}
+    hostile_id, big_id = "dec_01HOSTILE0000000000000001", "dec_01BIGCONTEXT00000000000001"
+    for decision_id, capture in (
+        (hostile_id, hostile_capture(base, decision_id=hostile_id)),
+        (big_id, big_capture(base, decision_id=big_id)),
+    ):
+        path = root / f"{decision_id}.json"
+        path.write_text(json.dumps(capture), encoding="utf-8")
+        run(["capture", str(path)], signing)
+    run(["consume", "--drain"], env)
+
+    user = str(base["input"]["originUserId"])
+    counterparty = token(env, "--caller", "acme-counterparty", "--scope", "counterparty", "--subject", user)
+    regulator = token(env, "--caller", "eu-regulator", "--scope", "regulator")
+    log_key = run(["log", "key"], env).stdout.strip().splitlines()[-1].strip()
+    counterparty_ids = ids_of_user(data_dir, user)
+
+    port = free_port()
+    server = subprocess.Popen(
+        [*BLACKBOX, "serve", "--listen", f"127.0.0.1:{port}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "serve.log").open("w"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/console/signin", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            pytest.fail(f"blackbox serve did not start:\n{(root / 'serve.log').read_text()[-3000:]}")
+        time.sleep(0.2)
+    try:
+        yield ConsoleWorld(
+            url=url,
+            data_dir=data_dir,
+            env=env,
+            link=link.group(0).replace("http://127.0.0.1:8700", url),
+            failed_id=failed_id.group(1),
+            hostile_id=hostile_id,
+            big_id=big_id,
+            counterparty_token=counterparty,
+            counterparty_ids=counterparty_ids,
+            regulator_token=regulator,
+            log_key=log_key,
+        )
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.fail("chromium is missing: deploy/local/test.sh installs Debian's chromium package")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="session")
+def operator_state(world: ConsoleWorld, browser: Any) -> dict[str, Any]:
+    """Signed in once with the demo's one-time link; every operator test starts from this session."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(world.link)
+    page.click("#use-link")
+    page.wait_for_url(f"{world.console}/decisions")
+    state: dict[str, Any] = context.storage_state()
+    context.close()
+    return state
