@@ -2,10 +2,12 @@
 
 Per request (the route, :mod:`.routes`, has read and inflated the body under its limits):
 
-1. :meth:`OtlpReceiver.admit` first, before the body is read: when ``max_receiving`` requests are
-   already being read or decoded the answer is 503, when the recorders' undelivered backlog is over
-   ``max_backlog`` it is 429, both with ``Retry-After`` (the OTLP exporters retry both, as the
-   specification asks);
+1. :meth:`OtlpReceiver.admit` first, before the body is read: when the recorders' undelivered
+   backlog is over ``max_backlog`` the answer is 429; while the body arrives, every request's bytes
+   count against one budget (``max_receiving_bytes``, released once the request is answered) and
+   a request that would pass it is 503. Both carry ``Retry-After`` (the OTLP exporters retry both,
+   as the specification asks). A connection that sends nothing holds no bytes and no thread;
+   decoding and recording run in at most ``max_decoding`` worker threads at once;
 2. :meth:`OtlpReceiver.accept` decodes and checks every span (:mod:`.decode`; anything wrong is 400
    with the reason, and nothing of the request is recorded); spans for an agent the sender may not
    send for, or whose agent id is not printable, are rejected and the rest recorded: the answer is
@@ -30,7 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from consumers.otlp.decode import JSON, PROTOBUF, MalformedRequest, decode_request, spans_of
 from consumers.otlp.recorders import RecorderPool, agent_of_span
 from consumers.otlp.senders import Sender
-from consumers.web.bodies import BodyLimits
+from consumers.web.bodies import BodyLimits, BodyRefused
 from producers.integrations.genai_spans import SpanDecisions
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "TRACES_PATH", "Answer", "OtlpReceiver", "ReceiverStats", "status_body"]
@@ -100,17 +102,21 @@ class OtlpReceiver:
         recorders: RecorderPool,
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        max_receiving: int = 8,
+        max_receiving_bytes: int = 4 * DEFAULT_MAX_BODY_BYTES,
+        max_decoding: int = 2,
         max_backlog: int = 5_000,
+        read_idle_seconds: float = 10.0,
         expire_every: float = 1.0,
     ) -> None:
         self.decisions = decisions
         self.recorders = recorders
         self.max_body_bytes = max_body_bytes
-        self.max_receiving = max_receiving
+        self.max_receiving_bytes = max(max_receiving_bytes, max_body_bytes)
+        self.max_decoding = max_decoding
         self.max_backlog = max_backlog
+        self.read_idle_seconds = read_idle_seconds
         self._lock = threading.Lock()
-        self._receiving = 0
+        self._receiving = 0  # bytes of bodies held, read or being read
         self._counts = {"requests": 0, "rejected": 0, "spans": 0, "decisions": 0, "rejected_spans": 0}
         self._stop = threading.Event()
         self._expire_every = expire_every
@@ -118,7 +124,16 @@ class OtlpReceiver:
 
     @property
     def limits(self) -> BodyLimits:
-        return BodyLimits(max_bytes=self.max_body_bytes)
+        return BodyLimits(
+            max_bytes=self.max_body_bytes,
+            idle_seconds=self.read_idle_seconds,
+            total_seconds=max(60.0, self.read_idle_seconds),
+        )
+
+    @property
+    def receiving_bytes(self) -> int:
+        with self._lock:
+            return self._receiving
 
     @property
     def stats(self) -> ReceiverStats:
@@ -153,35 +168,31 @@ class OtlpReceiver:
 
     # --- one request ----------------------------------------------------------------------------
     def admit(self, content_type: str) -> Answer | None:
-        """None, and a place is taken (give it back with :meth:`done`), or the 503 / 429 to answer."""
-        with self._lock:
-            self._counts["requests"] += 1
-            if self._receiving >= self.max_receiving:
-                self._counts["rejected"] += 1
-                busy = True
-            else:
-                busy = False
-                self._receiving += 1
-        if busy:
-            return refusal(
-                503, UNAVAILABLE, "the receiver is busy; retry", content_type, **{"Retry-After": "1"}
-            )
+        """None, or the 429 to answer when the recorders' backlog is over ``max_backlog``."""
+        self.count(requests=1)
         backlog = self.recorders.outstanding()
-        if backlog >= self.max_backlog:
-            self.done()
-            self.count(rejected=1)
-            return refusal(
+        if backlog < self.max_backlog:
+            return None
+        return self.refuse(
+            refusal(
                 429,
                 RESOURCE_EXHAUSTED,
                 f"{backlog} captures are waiting for delivery; retry",
                 content_type,
                 **{"Retry-After": "2"},
             )
-        return None
+        )
 
-    def done(self) -> None:
+    def take(self, size: int) -> None:
+        """Count ``size`` more body bytes held; :class:`BodyRefused` (503) past ``max_receiving_bytes``."""
         with self._lock:
-            self._receiving -= 1
+            if self._receiving + size > self.max_receiving_bytes:
+                raise BodyRefused(503, "the receiver is busy receiving other requests; retry")
+            self._receiving += size
+
+    def release(self, size: int) -> None:
+        with self._lock:
+            self._receiving -= size
 
     def refuse(self, answer: Answer) -> Answer:
         self.count(rejected=1)

@@ -43,8 +43,10 @@ class ReceiverOptions:
     max_held_bytes: int = 64 * 1024 * 1024  # spans waiting for their trace's root
     max_recorders: int = 32
     idle_seconds: float = 60.0
-    max_receiving: int = 8
-    max_backlog: int = 5_000
+    max_receiving_bytes: int = 4 * DEFAULT_MAX_BODY_BYTES  # bodies held at once, all requests together
+    max_decoding: int = 2  # worker threads decoding and recording
+    max_backlog: int = 5_000  # captures waiting for delivery before senders are told to retry (429)
+    read_idle_seconds: float = 10.0  # a body that sends nothing for this long is refused (408)
 
 
 class OtlpService:
@@ -79,8 +81,10 @@ class OtlpService:
             self.decisions,
             self.recorders,
             max_body_bytes=options.max_body_bytes,
-            max_receiving=options.max_receiving,
+            max_receiving_bytes=options.max_receiving_bytes,
+            max_decoding=options.max_decoding,
             max_backlog=options.max_backlog,
+            read_idle_seconds=options.read_idle_seconds,
         ).start()
         self.senders = SenderAuth(tokens)
         self._server: WebServer | None = None

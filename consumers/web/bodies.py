@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -38,13 +39,16 @@ class ClientGone(Exception):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BodyLimits:
     max_bytes: int
-    idle_seconds: float = 10.0
-    total_seconds: float = 60.0
+    idle_seconds: float = 10.0  # between two chunks
+    total_seconds: float = 60.0  # the whole body
     max_inflation_ratio: int = 200
 
 
-async def read_body(request: Request, limits: BodyLimits) -> bytes:
-    """The whole body of ``request`` (see the module docstring)."""
+async def read_body(
+    request: Request, limits: BodyLimits, *, take: Callable[[int], None] | None = None
+) -> bytes:
+    """The whole body of ``request`` (see the module docstring). ``take(n)`` is told of every chunk
+    before it is kept (a budget shared by requests; it raises :class:`BodyRefused` when spent)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.strip().isdigit():
@@ -55,12 +59,12 @@ async def read_body(request: Request, limits: BodyLimits) -> bytes:
             )
     try:
         async with asyncio.timeout(limits.total_seconds):
-            return await _chunks(request, limits)
+            return await _chunks(request, limits, take)
     except TimeoutError:
         raise BodyRefused(408, f"the body did not arrive within {limits.total_seconds:g}s") from None
 
 
-async def _chunks(request: Request, limits: BodyLimits) -> bytes:
+async def _chunks(request: Request, limits: BodyLimits, take: Callable[[int], None] | None) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -74,6 +78,8 @@ async def _chunks(request: Request, limits: BodyLimits) -> bytes:
         size += len(chunk)
         if size > limits.max_bytes:
             raise BodyRefused(413, f"the body is larger than {limits.max_bytes} bytes")
+        if take is not None:
+            take(len(chunk))
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
