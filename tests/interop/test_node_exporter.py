@@ -8,7 +8,9 @@ The decision comes out of ``show --json`` whole and verifies.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import uuid
 
 import pytest
 from interop_world import HERE, Serving, ingested, installed, which
@@ -61,3 +63,34 @@ def test_a_vercel_ai_sdk_agent_is_recorded_whole_and_verifies(
     assert capture["executionTrace"]["finalOutputText"] == "Invoice inv_9 totals 120.00 EUR."
     verified = runner.invoke(cli, ["verify", decision_id], env=blackbox_env)
     assert verified.exit_code == 0, verified.output
+
+
+@pytest.mark.timeout(240)
+def test_the_readme_node_example_runs_against_blackbox_serve(
+    serve: Serving, blackbox_env: dict[str, str]
+) -> None:
+    """README "OpenTelemetry": its JavaScript block, as written, with the agent of the tests above in
+    place of ``runYourAgent()`` and this serve's address in place of the default one."""
+    readme = (HERE.parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### OpenTelemetry", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```js\n(.*?)```", section, flags=re.S)
+    assert "await runYourAgent();" in block and "http://127.0.0.1:8700/v1/traces" in block
+    program = block.replace(
+        "await runYourAgent();", "const { billingAgent } = await import('./loop.mjs');\nawait billingAgent();"
+    ).replace("http://127.0.0.1:8700/v1/traces", f"{serve.url}/v1/traces")
+    script = NODE_DIR / f".readme-{uuid.uuid4().hex[:8]}.mjs"  # beside node_modules, so its imports resolve
+    script.write_text(program, encoding="utf-8")
+    try:
+        ran = subprocess.run(
+            [which("node"), script.name], cwd=NODE_DIR, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        script.unlink()
+    assert ran.returncode == 0, ran.stderr
+    (decision_id,) = ingested(serve, blackbox_env, 1)
+    serve.stop()
+    shown = CliRunner().invoke(cli, ["show", decision_id, "--json"], env=blackbox_env)
+    view = json.loads(shown.stdout)
+    assert view["verification"]["verdict"] == "verified" and view["capture"]["agentId"] == "agt_billing"
+    (call,) = view["capture"]["executionTrace"]["toolCalls"]
+    assert call["toolName"] == "getInvoice"

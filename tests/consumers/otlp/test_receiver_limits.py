@@ -232,16 +232,35 @@ def _non_loopback_address() -> str:
     return address
 
 
-def test_sender_tokens_must_name_their_agents() -> None:
-    runner = CliRunner()
+def test_sender_tokens_must_name_their_agents(data_dir: Path) -> None:
     from consumers.cli import app
 
-    bound = runner.invoke(app, ["access", "token", "create", "--caller", "n", "--scope", "sender"])
+    runner = CliRunner()
+    env = {"BLACKBOX_DATA_DIR": str(data_dir)}
+    bound = runner.invoke(app, ["access", "token", "create", "--caller", "n", "--scope", "sender"], env=env)
     assert bound.exit_code != 0 and "--agent ID" in str(bound.exception)
     misplaced = runner.invoke(
-        app, ["access", "token", "create", "--caller", "n", "--scope", "operator", "--agent", "agt_a"]
+        app,
+        ["access", "token", "create", "--caller", "n", "--scope", "operator", "--agent", "agt_a"],
+        env=env,
     )
     assert misplaced.exit_code != 0 and "only for --scope sender" in str(misplaced.exception)
+    made = runner.invoke(
+        app,
+        ["access", "token", "create", "--caller", "node-app", "--scope", "sender", "--agent", "agt_a"],
+        env=env,
+    )
+    assert made.exit_code == 0, made.output
+    token = made.stdout.splitlines()[0]
+    assert SenderAuth(tokens_for(settings(data_dir))).identify(f"Bearer {token}", "203.0.113.7").agents == (
+        "agt_a",
+    )
+    with pytest.raises(Exception, match="reads nothing"):  # and it opens no capture on the audit API
+        from consumers.audit.auth import Authenticator
+
+        Authenticator(
+            tokens=tokens_for(settings(data_dir)), oidc=None, clock=lambda: datetime.now(UTC)
+        ).authenticate(f"Bearer {token}")
 
 
 def test_a_flood_of_service_names_keeps_the_recorders_and_threads_bounded(data_dir: Path) -> None:
