@@ -6,7 +6,8 @@ the one HTTP application (:mod:`consumers.web`, served by ``blackbox serve``).
 - :mod:`~consumers.audit.requests` — the request and response bodies (the OpenAPI document's models)
 - :mod:`~consumers.audit.views` — what each scope sees of a capture and of a verdict
 - :mod:`~consumers.audit.store` — the replay runs' SQL
-- :mod:`~consumers.audit.errors` — refusals: how each is answered and what is logged
+- :mod:`~consumers.audit.errors` — refusals and how each is answered; :mod:`~consumers.audit.routing` — the
+  route class and what is logged; :mod:`~consumers.audit.context` — what every route uses
 - :mod:`~consumers.audit.app` — the router: every route through the one access gate
 """
 
