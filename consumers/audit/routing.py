@@ -75,14 +75,18 @@ def _replay(body: bytes) -> Callable[[], Awaitable[MutableMapping[str, Any]]]:
 
 
 def _invalid(audit: Audit, request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 after authentication: the caller learns where its body is wrong; the log keeps the error's
-    kind only (a member name is the sender's choice)."""
+    """422. After authentication the caller learns where its body is wrong and the log keeps the
+    error's kind only (a member name is the sender's choice); before it (a body that is not JSON is
+    refused before anyone is known) nothing is logged and the refusal is limited per address."""
     errors = exc.errors()
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:
+        kinds = ", ".join(sorted({str(e.get("type", "invalid")) for e in errors})[:3]) or "invalid"
+        return audit.anonymous_refusal(request, 422, f"invalid request ({kinds})")
     first = errors[0] if errors else {}
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
     reason = f"invalid request: {where}: {first.get('msg', 'malformed')}" if where else "invalid request"
     kinds = ", ".join(sorted({str(e.get("type", "invalid")) for e in errors})[:3]) or "invalid"
-    principal: Principal | None = getattr(request.state, "principal", None)
     try:
         audit.refuse(
             action=getattr(request.state, "action", "request"),

@@ -241,6 +241,16 @@ def test_limits_and_errors_are_json_never_a_traceback(world: World) -> None:
             "/v1/access-requests", headers=bearer(regulator), json={**REQUEST, "caller": "ops-lead"}
         )
         assert forged.status_code == 422 and "caller" in forged.json()["error"]
+        # without a credential, a body full of chosen keys is a 401 that logs none of them
+        planted = client.post("/v1/access-requests", json={"\u001b[2Jplanted_key": 1, **REQUEST})
+        assert planted.status_code == 401
+        assert client.post("/v1/access-requests", content=b"{not json").status_code == 401
+        not_json = client.post(
+            "/v1/access-requests", content=b'{"\x1b planted', headers={"Content-Type": "application/json"}
+        )
+        assert (
+            not_json.status_code == 422 and "planted" not in not_json.text
+        )  # refused before anyone is known
         for path in ("/v1/nothing", "/v1/decisions/dec_nope"):
             answer = client.get(path, headers=bearer(operator))
             assert answer.status_code == 404 and answer.json()["status"] == 404
@@ -250,7 +260,8 @@ def test_limits_and_errors_are_json_never_a_traceback(world: World) -> None:
     denied = _denied(world.access_rows())
     # logged: what an authenticated caller was refused (the unknown decision, the malformed body, the
     # rate limit); not logged: a body over the limit (nobody is known yet), a route that does not exist
-    assert sorted(r["detail"][:3] for r in denied) == ["404", "422", "429"]
+    assert sorted(r["detail"][:3] for r in denied) == ["401", "401", "404", "422", "429"]
+    assert not any("planted" in r["detail"] for r in world.access_rows())
     (invalid,) = [r for r in denied if r["detail"].startswith("422")]
     assert "caller" not in invalid["detail"] and "extra_forbidden" in invalid["detail"]
 
