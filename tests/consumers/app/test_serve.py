@@ -243,3 +243,32 @@ def test_serve_without_ingest_or_otlp_and_a_bad_address(data: Path) -> None:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+def test_the_receiver_on_an_address_of_its_own(data: Path) -> None:
+    CliRunner().invoke(
+        cli, ["consume", "--drain", "--max-wait", "0.1"], env=env_for(data)
+    )  # creates the index
+    proc = subprocess.Popen(
+        [*BLACKBOX, "serve", "--listen", "127.0.0.1:0", "--otlp-listen", "127.0.0.1:0", "--no-ingest"],
+        env=env_for(data),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = serving_line(proc)
+        assert "(audit, otlp, metrics)" in line, line
+        main, receiver = line.split()[2], line.split()[4]
+        json_type = {"Content-Type": "application/json"}
+        assert (
+            httpx.post(f"{receiver}/v1/traces", content=otlp_request(), headers=json_type).status_code == 200
+        )
+        assert httpx.post(f"{main}/v1/traces", content=otlp_request(), headers=json_type).status_code == 404
+        assert httpx.get(f"{receiver}/v1/decisions/x").status_code == 404  # the audit API is not there
+        assert httpx.get(f"{main}/v1/decisions/x").status_code == 401
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "otlp: requests=1 rejected=0 spans=1 decisions=1 delivered=all" in err
