@@ -3,8 +3,10 @@ thread (``consume --metrics-listen``, tests, benchmarks), on one or several addr
 
 The connection limits live here, because only the server sees connections: at most
 ``limit_concurrency`` at once (more are answered 503 without reaching a route), idle keep-alive
-connections closed after ``timeout_keep_alive`` seconds, and proxy headers ignored (an address is
-the peer's, never what a request says it is). A body that stops arriving is the routes' to time out
+connections closed after ``timeout_keep_alive`` seconds, a connection whose request headers have not
+all arrived within ``HEADERS_SECONDS`` closed (uvicorn would wait forever: a few hundred silent
+sockets would take every place), and proxy headers ignored (an address is the peer's, never what a
+request says it is). A body that stops arriving is the routes' to time out
 (:mod:`consumers.web.bodies`): uvicorn has no body timeout of its own.
 """
 
@@ -25,6 +27,7 @@ __all__ = ["Listen", "ListenRefused", "WebServer", "parse_listen", "serve_foreve
 
 MAX_CONNECTIONS = 512
 KEEP_ALIVE_SECONDS = 5
+HEADERS_SECONDS = 10.0
 
 
 class ListenRefused(BlackboxError):
@@ -53,7 +56,38 @@ def parse_listen(value: str, *, option: str = "--listen", default_host: str | No
     return Listen(host, int(port))
 
 
-def _config(app: Any, listen: Listen, *, limit_concurrency: int) -> Any:
+def _headers_deadline(seconds: float) -> type:
+    """uvicorn's h11 protocol, closing a connection that has not sent a whole request's headers within
+    ``seconds`` of connecting, or of its last answer while more bytes sit half a request."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadersDeadline(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            self._deadline = self.loop.call_later(seconds, self._check, self.cycle)
+
+        def _check(self, seen: Any) -> None:
+            if self.transport.is_closing():
+                return
+            waiting = self.cycle is None or self.cycle.response_complete
+            if waiting and self.cycle is seen and (seen is None or self.conn.trailing_data[0]):
+                self.transport.close()  # no request began since the last check: its headers are overdue
+                return
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._deadline.cancel()
+            super().connection_lost(exc)
+
+    return HeadersDeadline
+
+
+def _config(
+    app: Any, listen: Listen, *, limit_concurrency: int, headers_seconds: float = HEADERS_SECONDS
+) -> Any:
     import uvicorn
 
     return uvicorn.Config(
@@ -66,6 +100,7 @@ def _config(app: Any, listen: Listen, *, limit_concurrency: int) -> Any:
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         limit_concurrency=limit_concurrency,
         proxy_headers=False,  # X-Forwarded-For is what a request says about itself
+        http=_headers_deadline(headers_seconds),
         h11_max_incomplete_event_size=64 * 1024,  # request line and headers
         lifespan="off",
     )
@@ -81,7 +116,9 @@ def bind(listen: Listen) -> socket.socket:
         raise ListenRefused(f"cannot serve HTTP on {listen}: {exc.strerror or exc}") from exc
 
 
-def _server(app: Any, listen: Listen, *, limit_concurrency: int) -> Any:
+def _server(
+    app: Any, listen: Listen, *, limit_concurrency: int, headers_seconds: float = HEADERS_SECONDS
+) -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -89,17 +126,24 @@ def _server(app: Any, listen: Listen, *, limit_concurrency: int) -> Any:
         def capture_signals(self) -> Iterator[None]:  # the command owns SIGINT / SIGTERM (stop_all)
             yield
 
-    return Server(_config(app, listen, limit_concurrency=limit_concurrency))
+    return Server(_config(app, listen, limit_concurrency=limit_concurrency, headers_seconds=headers_seconds))
 
 
 class WebServer:
     """An application served on one address from a thread; :attr:`url` once :meth:`start` returned."""
 
     def __init__(
-        self, app: Any, listen: Listen | None = None, *, limit_concurrency: int = MAX_CONNECTIONS
+        self,
+        app: Any,
+        listen: Listen | None = None,
+        *,
+        limit_concurrency: int = MAX_CONNECTIONS,
+        headers_seconds: float = HEADERS_SECONDS,
     ) -> None:
         self.listen = listen or Listen("127.0.0.1", 0)
-        self._server = _server(app, self.listen, limit_concurrency=limit_concurrency)
+        self._server = _server(
+            app, self.listen, limit_concurrency=limit_concurrency, headers_seconds=headers_seconds
+        )
         self._socket: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, name="blackbox-http", daemon=True)
         self._error: BaseException | None = None

@@ -393,3 +393,26 @@ def test_a_saturated_delivery_is_429_with_retry_after(data_dir: Path) -> None:
         assert "waiting for delivery" in answer.json()["message"]
     finally:
         service.close(10)
+
+
+def test_connections_that_never_finish_their_headers_are_closed() -> None:
+    """uvicorn alone waits forever for headers: a few hundred silent sockets would take every place."""
+    from consumers.web.app import build_app
+    from consumers.web.server import WebServer
+
+    with WebServer(build_app(routers=[]), headers_seconds=1.0) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        silent = [socket.create_connection((host, int(port))) for _ in range(20)]
+        partial = [socket.create_connection((host, int(port))) for _ in range(20)]
+        for conn in partial:
+            conn.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        for conn in silent + partial:
+            conn.settimeout(10)
+            assert conn.recv(100) == b""  # closed by the server
+            conn.close()
+        assert time.monotonic() - started < 5
+        with httpx.Client() as client:  # while a keep-alive client making requests is left alone
+            for _ in range(3):
+                assert client.get(f"{server.url}/healthz").status_code == 404
+                time.sleep(0.6)
