@@ -72,7 +72,7 @@ def test_the_readme_node_example_runs_against_blackbox_serve(
     """README "OpenTelemetry": its JavaScript block, as written, with the agent of the tests above in
     place of ``runYourAgent()`` and this serve's address in place of the default one."""
     readme = (HERE.parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### OpenTelemetry", 1)[1].split("\n## ", 1)[0]
+    section = re.split(r"\n##+ ", readme.split("\n### OpenTelemetry\n", 1)[1], maxsplit=1)[0]
     (block,) = re.findall(r"```js\n(.*?)```", section, flags=re.S)
     assert "await runYourAgent();" in block and "http://127.0.0.1:8700/v1/traces" in block
     program = block.replace(
