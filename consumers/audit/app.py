@@ -221,6 +221,10 @@ def audit_router(
         action = "approve" if approve else "refuse"
         with mapped(audit, principal, action, ""):
             expires_in = parse_duration(body.expires, what="expires")
+            try:
+                audit.clock() + expires_in
+            except OverflowError:  # past year 9999: a 422 naming the field, never a 500
+                raise ContractError(f"{body.expires!r} ends after the year 9999", path="expires") from None
             return audit.desk.decide(
                 principal.caller,
                 _decision_id(request_id),

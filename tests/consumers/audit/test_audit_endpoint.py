@@ -116,6 +116,12 @@ def test_request_approve_read_until_the_grant_expires(world: World) -> None:
         )
         assert own.status_code == 403
         assert client.get("/v1/decisions/dec_a_alice_1", headers=bearer(regulator)).status_code == 403
+        forever = client.post(  # a lifetime past the calendar is a 422 naming the field, never a 500
+            f"/v1/access-requests/{request_id}/approve",
+            headers=bearer(operator),
+            json={"reason": "notice checked", "expires": "999999999d"},
+        )
+        assert forever.status_code == 422 and "expires" in forever.json()["error"], forever.text
         approved = client.post(
             f"/v1/access-requests/{request_id}/approve",
             headers=bearer(operator),
@@ -149,7 +155,10 @@ def test_request_approve_read_until_the_grant_expires(world: World) -> None:
     assert allowed[0]["grant_id"] == request_id
     assert allowed[0]["authority"] == "FSMA 2000 s.165 notice; ref FCA-2026-0042"
     assert allowed[0]["purpose"] == "complaint review"
-    assert [r["action"] for r in rows if r["caller"] == "ops-lead"] == ["approve"]
+    assert [(r["action"], r["outcome"]) for r in rows if r["caller"] == "ops-lead"] == [
+        ("approve", "denied"),  # the lifetime past the calendar, logged as refused
+        ("approve", "allowed"),
+    ]
     grants = (world.data / "grants.toml").read_text(encoding="utf-8")
     assert f'request = "{request_id}"' in grants and 'approved_by = "ops-lead"' in grants
 
