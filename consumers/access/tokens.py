@@ -6,6 +6,10 @@ is 12 hex characters that name the token in ``token list`` / ``token revoke`` an
 ``<data_dir>/access/tokens.json`` (mode 0600) with the caller, scope, counterparty subjects, expiry
 and revocation. The caller name and scope a token carries are the only identity the endpoint knows:
 nothing a request says about itself is trusted.
+
+A ``sender`` token (``--scope sender --agent ID…``) is for the OTLP receiver only: it may send spans
+for the agent ids it names and nothing else, and reads no capture. It must name at least
+one agent: a sender token bound to nothing is refused at creation.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from consumers.access.files import JsonFile, check_name
 from consumers.access.scopes import Caller, Scope, parse_scope
@@ -24,6 +29,12 @@ from producers.evidence.trust import format_time, parse_time
 from schemas.errors import ContractError
 
 TOKEN_PREFIX = "bbx_"
+SENDER: Literal["sender"] = "sender"
+TokenScope = Scope | Literal["sender"]
+
+
+def parse_token_scope(value: str) -> TokenScope:
+    return SENDER if value == SENDER else parse_scope(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +43,14 @@ class TokenRecord:
 
     token_id: str
     caller: str
-    scope: Scope
+    scope: TokenScope
     sha256: str
     created_at: datetime
     subjects: tuple[str, ...] = ()
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
     created_by: str = ""
+    agents: tuple[str, ...] = ()  # the agent ids a sender token may send for
 
     def state(self, now: datetime) -> str:
         if self.revoked_at is not None:  # a revocation is an act, effective at once whatever the clock
@@ -48,7 +60,13 @@ class TokenRecord:
         return "active"
 
     def caller_for(self, reason: str = "") -> Caller:
+        if self.scope == SENDER:
+            raise ContractError("a sender token sends OTLP spans; it reads no capture", path="token")
         return Caller(identity=self.caller, scope=self.scope, reason=reason, subjects=self.subjects)
+
+    def may_send_for(self, agent_id: str) -> bool:
+        """Whether this (sender) token may file decisions under ``agent_id``."""
+        return self.scope == SENDER and any(fnmatchcase(agent_id, pattern) for pattern in self.agents)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +79,7 @@ class TokenRecord:
             "expires_at": None if self.expires_at is None else format_time(self.expires_at),
             "revoked_at": None if self.revoked_at is None else format_time(self.revoked_at),
             "created_by": self.created_by,
+            **({"agents": list(self.agents)} if self.agents else {}),
         }
 
     @classmethod
@@ -68,13 +87,14 @@ class TokenRecord:
         return cls(
             token_id=str(value["token_id"]),
             caller=str(value["caller"]),
-            scope=parse_scope(str(value["scope"])),
+            scope=parse_token_scope(str(value["scope"])),
             sha256=str(value["sha256"]),
             created_at=parse_time(value["created_at"]),
             subjects=tuple(str(s) for s in value.get("subjects") or ()),
             expires_at=None if value.get("expires_at") is None else parse_time(value["expires_at"]),
             revoked_at=None if value.get("revoked_at") is None else parse_time(value["revoked_at"]),
             created_by=str(value.get("created_by", "")),
+            agents=tuple(str(a) for a in value.get("agents") or ()),
         )
 
 
@@ -101,6 +121,7 @@ class TokenStore:
         subjects: tuple[str, ...] = (),
         expires_at: datetime | None = None,
         created_by: str = "",
+        agents: tuple[str, ...] = (),
     ) -> tuple[str, TokenRecord]:
         """A new token and its record; the token text is returned once and never stored."""
         check_name(caller, what="--caller")
@@ -110,17 +131,27 @@ class TokenStore:
             raise ContractError(
                 "--subject ties a counterparty to its decisions; only for --scope counterparty"
             )
+        for agent in agents:
+            check_name(agent, what="--agent")
+        if scope == SENDER and not agents:
+            raise ContractError(
+                "a sender token names the agent ids it may send spans for: --agent ID (repeatable)",
+                path="--agent",
+            )
+        if agents and scope != SENDER:
+            raise ContractError("--agent binds an OTLP sender token; only for --scope sender", path="--agent")
         token_id = secrets.token_hex(6)
         token = f"{TOKEN_PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
         record = TokenRecord(
             token_id=token_id,
             caller=caller,
-            scope=parse_scope(scope),
+            scope=parse_token_scope(scope),
             sha256=_digest(token),
             created_at=now,
             subjects=subjects,
             expires_at=expires_at,
             created_by=created_by,
+            agents=agents,
         )
         self._file.update(lambda doc: doc.setdefault("tokens", []).append(record.to_json()))
         return token, record

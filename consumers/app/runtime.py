@@ -104,11 +104,19 @@ class Runtime:
     # -- resources, each opened once on first use ---------------------------------------------------
     @cached_property
     def index(self) -> Index:
+        from consumers.app.serving import held_by_serve
         from consumers.index import open_index, require_existing_index
+        from schemas.errors import IndexError_
 
         if self._existing_index:
             require_existing_index(self.settings)
-        index = open_index(self.settings, database=self._database)
+        try:
+            index = open_index(self.settings, database=self._database)
+        except IndexError_ as exc:  # locked by `blackbox serve`? then say so, and where it answers
+            held = held_by_serve(self.settings.data_dir, exc)
+            if held is exc:
+                raise
+            raise held from exc
         self._closing.callback(index.close)
         return index
 

@@ -100,6 +100,20 @@ class ServiceSettings(BlackboxSettings):
         "blackbox_scope", description="The JWT claim holding the scope (operator, regulator or counterparty)."
     )
 
+    # `blackbox serve`: which surfaces of the one HTTP application run, and where (flags override)
+    serve_listen: str = Field("127.0.0.1:8700", description="Where `blackbox serve` listens (HOST:PORT).")
+    serve_audit: bool = Field(True, description="Serve the audit API (/v1/decisions, /v1/access-requests).")
+    serve_otlp: Literal["auto", "on", "off"] = Field(
+        "auto", description="Serve POST /v1/traces; auto: when a signing key is configured."
+    )
+    serve_otlp_listen: str | None = Field(
+        None, description="A separate HOST:PORT for POST /v1/traces; unset: on serve_listen."
+    )
+    serve_ingest: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Run ingest in the serve process; auto: on embedded defaults (spool transport and chdb).",
+    )
+
     # replay's model endpoints: only these are dialled, never the endpoint a capture names on its own
     model_endpoint: str | None = Field(None, description="OpenAI-compatible base URL replay sends to.")
     model_api_key: SecretStr | None = Field(None, description="Bearer key, sent only to model_endpoint.")

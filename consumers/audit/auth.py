@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from consumers.access.scopes import Caller
-from consumers.access.tokens import TOKEN_PREFIX, TokenStore
+from consumers.access.tokens import SENDER, TOKEN_PREFIX, TokenStore
 from consumers.audit.errors import Unauthenticated
 from consumers.audit.oidc import OidcVerifier
 
@@ -47,6 +47,10 @@ class Authenticator:
             record, why = self._tokens.resolve(credential, now=self._clock())
             if record is None:
                 raise Unauthenticated(f"the bearer token is not valid ({why})")
+            if record.scope == SENDER:
+                raise Unauthenticated(
+                    "the bearer token is not valid here (an OTLP sender token reads nothing)"
+                )
             return Principal(record.caller_for(reason), f"token:{record.token_id}")
         if self._oidc is None:
             raise Unauthenticated("the bearer token is not valid (unknown token)")

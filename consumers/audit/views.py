@@ -23,8 +23,19 @@ if TYPE_CHECKING:
 KEEPING = ("retention_class", "retention_days", "expires_at", "legal_hold", "consequential", "content_state")
 
 
+STORAGE_PARTS = frozenset({"segment", "claim"})
+
+
+def verification_view(verification: dict[str, Any], scope: str) -> dict[str, Any]:
+    """The verdict as ``scope`` sees it: where the bytes live (segment keys, offsets, the storage
+    error's own words) is the operator's; others learn that the stored copy failed, and which check."""
+    if scope == "operator" or verification.get("part") not in STORAGE_PARTS:
+        return verification
+    return {**verification, "reason": "the stored copy of the capture is missing or damaged"}
+
+
 def capture_view(shown: StoredCapture, verification: dict[str, Any], scope: str) -> dict[str, Any]:
-    view = shown.to_json(verification=verification)
+    view = shown.to_json(verification=verification_view(verification, scope))
     if scope == "operator":
         return view
     trimmed = {k: view[k] for k in ("decisionId", "contentState", "note", "kind", "verification", "capture")}

@@ -1,6 +1,6 @@
 """``blackbox access …``: tokens for the audit endpoint, access requests, and the access log's chain.
 
-- ``access token create --caller NAME --scope SCOPE [--subject ID…] [--expires 90d]`` prints the token
+- ``access token create --caller NAME --scope SCOPE [--subject ID…] [--agent ID…] [--expires 90d]`` prints the token
   once (only its sha256 is kept); ``token list``; ``token revoke TOKEN_ID``.
 - ``access requests`` lists the access requests; ``access approve REQ --reason R [--expires 30d]`` turns
   one into a grant that expires; ``access refuse REQ --reason R``. Both are logged first, as the
@@ -47,7 +47,10 @@ def token_create(
     caller: Annotated[
         str, typer.Option("--caller", help="Who the token identifies (recorded in the access log).")
     ],
-    scope: Annotated[str, typer.Option("--scope", help="operator, regulator or counterparty.")],
+    scope: Annotated[
+        str,
+        typer.Option("--scope", help="operator, regulator, counterparty, or sender (OTLP, with --agent)."),
+    ],
     subject: Annotated[
         list[str] | None,
         typer.Option(
@@ -57,20 +60,28 @@ def token_create(
     expires: Annotated[
         str | None, typer.Option("--expires", help="Lifetime: 12h, 90d, 2w (default: none).")
     ] = None,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent",
+            help="Sender: an agent id it may send OTLP spans for (repeatable; required for sender).",
+        ),
+    ] = None,
 ) -> None:
     """Issue a token; it is printed once and only its sha256 is kept."""
     from consumers.access import tokens_for
-    from consumers.access.scopes import parse_scope
+    from consumers.access.tokens import parse_token_scope
 
     settings = load_service_settings()
     now = _now()
     token, record = tokens_for(settings).create(
         caller=caller,
-        scope=parse_scope(scope),
+        scope=parse_token_scope(scope),
         now=now,
         subjects=tuple(subject or ()),
         expires_at=None if expires is None else now + parse_duration(expires),
         created_by=settings.caller,
+        agents=tuple(agent or ()),
     )
     typer.echo(token)
     until = record.expires_at.isoformat() if record.expires_at else "no expiry"

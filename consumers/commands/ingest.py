@@ -3,7 +3,8 @@
 - ``blackbox consume [--drain] [--batch-size N] [--max-wait S] [--workers N]``: consume the topic (or the local spool
   in embedded mode) into blob segments and the index; offsets are committed only after both are
   durable. ``--drain`` stops once caught up. SIGTERM/SIGINT finish the current batch, then stop.
-  ``--metrics-listen HOST:PORT`` serves ``/metrics`` and ``/healthz`` (:mod:`consumers.observability`);
+  ``--metrics-listen HOST:PORT`` serves ``/metrics``, ``/healthz`` and ``/readyz`` (the one HTTP
+  application with its observability surface, :mod:`consumers.app.http`);
   ``--log-format json`` logs JSON lines.
 - ``blackbox show DECISION_ID [--json] [--reveal]``: the stored capture, through the access gate (the
   read is logged). ``--json`` prints the capture in the JSON form with a ``stored`` block; without it, a
@@ -41,9 +42,10 @@ from consumers.verify.verdict import EXIT_CODES_HELP
 from producers.settings import BlackboxSettings
 
 if TYPE_CHECKING:
+    from consumers.app.runtime import Runtime
     from consumers.ingest.service import IngestService
-    from consumers.observability.server import ListenAddress
     from consumers.verify.verdict import Verdict
+    from consumers.web.server import Listen
 
 __all__ = ["consume_command", "register", "show_command"]
 
@@ -72,7 +74,7 @@ def consume_command(
         typer.Option(
             "--metrics-listen",
             metavar="HOST:PORT",
-            help="Serve Prometheus /metrics and /healthz here (a bare PORT binds 127.0.0.1). Default: off.",
+            help="Serve Prometheus /metrics, /healthz and /readyz here (a bare PORT binds 127.0.0.1). Default: off.",
         ),
     ] = None,
     log_format: Annotated[
@@ -94,7 +96,7 @@ def consume_command(
             kafka_config=parse_kafka_options(kafka_option or []),
             workers=workers,
         ) as service,
-        _metrics_endpoint(address, service),
+        _metrics_endpoint(address, rt, service),
         stop_on_signals(service.stop),
     ):
         stats = service.run(drain=drain)
@@ -134,26 +136,30 @@ def _where_they_went(settings: BlackboxSettings, summary: dict[str, Any]) -> lis
     return lines
 
 
-def _listen_address(text: str | None) -> ListenAddress | None:
-    from consumers.observability.server import parse_listen
+def _listen_address(text: str | None) -> Listen | None:
+    from consumers.web.server import parse_listen
 
-    return None if text is None else parse_listen(text)
+    if text is None:
+        return None
+    return parse_listen(text, option="--metrics-listen", default_host="127.0.0.1")
 
 
 @contextmanager
-def _metrics_endpoint(address: ListenAddress | None, service: IngestService) -> Iterator[None]:
-    """``/metrics`` and ``/healthz`` while the service runs (nothing when ``--metrics-listen`` is absent)."""
+def _metrics_endpoint(address: Listen | None, rt: Runtime, service: IngestService) -> Iterator[None]:
+    """``/metrics``, ``/healthz`` and ``/readyz`` while the service runs: the one HTTP application with
+    its observability surface only (nothing when ``--metrics-listen`` is absent)."""
     if address is None or service.telemetry is None:
         yield
         return
-    from consumers.observability.metrics import INGEST_REGISTRY
-    from consumers.observability.server import serve
+    from consumers.app.http import Surfaces, http_app
+    from consumers.web.server import WebServer
 
-    with serve(address, registry=INGEST_REGISTRY, health=service.telemetry.health) as server:
+    health = service.telemetry.health
+    with WebServer(http_app(rt, Surfaces(observability=True), health=lambda: health), address) as server:
         logger.info(
-            "metrics on http://%s/metrics, health on /healthz",
-            server.address,
-            extra={"listen": str(server.address)},
+            "metrics on %s/metrics, health on /healthz and /readyz",
+            server.url,
+            extra={"listen": server.url},
         )
         yield
 

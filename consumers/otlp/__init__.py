@@ -6,13 +6,16 @@ describe (:mod:`producers.integrations.genai_spans`) is recorded with fidelity `
 with the service's own key and delivered through the configured transport.
 
 - :mod:`.decode` — the request (protobuf or JSON) into checked spans, whole or refused;
-- :mod:`.server` — the HTTP endpoint and its limits; :mod:`.listen` — where it listens;
-- :mod:`.recorders` — one Recorder per agent; :mod:`.service` — all of it, opened and closed as one.
+- :mod:`.receiver` — admission, checks and recording, and the answer; :mod:`.routes` — ``POST
+  /v1/traces`` in the one HTTP application; :mod:`.senders` — who may send for which agents;
+  :mod:`.listen` — where ``blackbox otlp`` listens;
+- :mod:`.recorders` — a bounded set of Recorders, one per agent; :mod:`.service` — all of it, opened
+  and closed as one.
 """
 
 from consumers.otlp.decode import MalformedRequest
 from consumers.otlp.listen import DEFAULT_LISTEN, ListenRefused, parse_listen
-from consumers.otlp.server import OtlpReceiver
+from consumers.otlp.receiver import OtlpReceiver
 from consumers.otlp.service import OtlpService, ReceiverOptions
 
 __all__ = [

@@ -78,6 +78,12 @@ if ! command -v npm >/dev/null; then
 fi
 step "npm ci (producers/typescript)"
 (cd producers/typescript && npm ci --no-audit --no-fund --loglevel=error)
+# tests/interop runs real OpenTelemetry exporters of other languages against the receiver: a Node
+# program on the Vercel AI SDK (npm ci from the committed lock file) and a Go one (the module proxy).
+step "npm ci (tests/interop/node)"
+npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error
+step "go build (tests/interop/go)"
+(cd tests/interop/go && go build -o bin/exporter .)
 
 step "deploy/local/up.sh"
 bash deploy/local/up.sh

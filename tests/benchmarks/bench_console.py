@@ -45,7 +45,7 @@ from consumers.access.log import IndexAccessLog
 from consumers.access.scopes import Caller
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
-from consumers.audit import create_app
+from consumers.app.http import Surfaces, http_app
 from consumers.console import ConsoleSessions, console_file
 from consumers.index.confined import run_query
 from consumers.index.engine import QueryLimits
@@ -114,7 +114,7 @@ def bench_list(path: Path, rows: int, runs: int) -> None:
                 cols, _ = synth_decisions(rng, start, min(10_000, rows - start), rows)
                 index.insert("decisions", cols)
             print(f"inserted {rows:,} decisions in {time.perf_counter() - t:.0f} s")
-        client = TestClient(create_app(rt))
+        client = TestClient(http_app(rt, Surfaces(audit=True, console=True)))
         sign_in(client, path)
         limits = QueryLimits(max_rows=1000, timeout_s=30)  # `blackbox query` defaults
         log = IndexAccessLog(index)
@@ -162,7 +162,7 @@ def bench_page(path: Path, runs: int) -> None:
     subprocess.run([*BLACKBOX, "consume", "--drain"], env=env, check=True, capture_output=True)
 
     with open_runtime(load_service_settings(data_dir=path), existing_index=True) as rt:
-        client = TestClient(create_app(rt))
+        client = TestClient(http_app(rt, Surfaces(audit=True, console=True)))
         sign_in(client, path)
         size = len(client.get(f"/console/decisions/{big_id}").content)
 
@@ -182,7 +182,7 @@ def bench_page(path: Path, runs: int) -> None:
         print(
             f"{'console page':32} {ours:9.1f}\n{'blackbox show (read + verify)':32} {theirs:9.1f}\n{'ratio':32} {ours / theirs:8.2f}x"
         )
-        paint = paint_ms(create_app(rt), path, big_id, runs=min(runs, 10))
+        paint = paint_ms(http_app(rt, Surfaces(audit=True, console=True)), path, big_id, runs=min(runs, 10))
         print(f"{'painted in chromium (LCP)':32} {paint:9.1f}   (p95; target < 1500)")
 
 

@@ -6,10 +6,14 @@ Every decision is the same shape an instrumented agent sends: an ``invoke_agent`
 retrieval span with two documents, two chat spans carrying ~``--size`` bytes of messages each
 (official ``gen_ai.*`` attributes, content on) and an ``execute_tool`` span: 5 spans.
 
-1. **Receiver**: ``blackbox otlp``'s service (:class:`consumers.otlp.OtlpService`) in this process,
-   signing and writing to a local spool; a client in another process POSTs pre-encoded protobuf
-   requests of ``--batch`` decisions over keep-alive. Spans per second from the first request to
-   the last capture delivered (fsync'd in the spool), per receiving process, with its CPU time.
+1. **Receiver, new beside old, same run**: ``blackbox otlp``'s service (:class:`consumers.otlp.OtlpService`,
+   the route of the one ASGI application on uvicorn) and the receiver it replaced (``http.server``,
+   loaded from the last commit that had ``consumers/otlp/server.py``) in this process, each over
+   the same recorders signing and writing to a local spool; a client in another process POSTs the
+   same pre-encoded protobuf requests of ``--batch`` decisions over keep-alive (sized bodies: the
+   old receiver reads no other). Spans per second from the first request to the last capture
+   delivered (fsync'd in the spool), alternating rounds, best of ``--rounds``, and the ratio; then
+   the new receiver once more with chunked bodies (as the JS exporters send them).
 2. **Exporter CPU per span, side by side**: the same finished SDK spans exported (batches of
    ``--batch`` decisions) by :class:`BlackboxSpanExporter` into a Recorder on a spool (CPU of every
    thread of this process until the recorder has delivered, so sealing and signing count) and by the
@@ -109,14 +113,23 @@ def batches(spans: list[ReadableSpan], batch_decisions: int) -> list[list[Readab
 # --- 1. the receiver ---------------------------------------------------------------------------------
 
 
-def _client(url: str, bodies: list[bytes]) -> None:
+def _client(url: str, bodies: list[bytes], chunked: bool = False) -> None:
     import http.client
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     for body in bodies:
-        connection.request("POST", parts.path, body, {"Content-Type": "application/x-protobuf"})
+        if chunked:
+            connection.request(
+                "POST",
+                parts.path,
+                iter([body[: len(body) // 2], body[len(body) // 2 :]]),
+                {"Content-Type": "application/x-protobuf"},
+                encode_chunked=True,
+            )
+        else:
+            connection.request("POST", parts.path, body, {"Content-Type": "application/x-protobuf"})
         response = connection.getresponse()
         response.read()
         if response.status != 200:
@@ -124,7 +137,38 @@ def _client(url: str, bodies: list[bytes]) -> None:
     connection.close()
 
 
-def bench_receiver(spans: list[ReadableSpan], batch: int) -> dict[str, Any]:
+def old_receiver_module() -> Any:
+    """``consumers/otlp/server.py`` as of the last commit that had it (the http.server receiver)."""
+    import importlib.util
+    import subprocess
+
+    removed = subprocess.run(
+        ["git", "rev-list", "-n", "1", "HEAD", "--", "consumers/otlp/server.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    source = subprocess.run(
+        ["git", "show", f"{removed}^:consumers/otlp/server.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "old_otlp_server.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("old_otlp_server", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_receiver(
+    spans: list[ReadableSpan], batch: int, *, kind: str, chunked: bool = False
+) -> dict[str, Any]:
     bodies = [encode_spans(b).SerializeToString() for b in batches(spans, batch)]
     seed = base64.b64encode(bytes(range(32))).decode()
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,17 +180,26 @@ def bench_receiver(spans: list[ReadableSpan], batch: int) -> dict[str, Any]:
             signer=load_signer(b64=seed),
             options=ReceiverOptions(listen=parse_listen("127.0.0.1:0")),
         )
-        service.receiver.start()
-        client = multiprocessing.get_context("fork").Process(
-            target=_client, args=(service.receiver.url, bodies)
-        )
+        if kind == "new":
+            service.start()
+            url, stats_of = service.url, lambda: service.receiver.stats
+            stop = service.close
+        else:
+            old = old_receiver_module().OtlpReceiver(service.decisions, host="127.0.0.1", port=0).start()
+            url, stats_of = old.url, lambda: old.stats
+
+            def stop(timeout: float) -> bool:
+                old.shutdown()
+                return service.close(timeout)
+
+        client = multiprocessing.get_context("fork").Process(target=_client, args=(url, bodies, chunked))
         cpu0, wall0 = time.process_time(), time.perf_counter()
         client.start()
         client.join()
         assert service.recorders.flush(120)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        stats = service.receiver.stats
-        service.close(30)
+        stats = stats_of()
+        stop(30)
     assert client.exitcode == 0
     return {
         "spans": stats.spans,
@@ -223,12 +276,31 @@ def main() -> None:
     n = len(spans)
     print(f"{args.decisions} decisions, {n} spans, ~{args.size} B content per chat span, batch {args.batch}")
 
-    receiver = bench_receiver(spans, args.batch)
-    print(
-        "receiver: {spans} spans / {decisions} decisions in {wall_s:.2f} s -> {spans_per_s:,.0f} spans/s, "
-        "{decisions_per_s:,.0f} decisions/s, {receiver_cpu_us_per_span:.0f} us CPU per span "
-        "(one process; request bytes {request_bytes:,})".format(**receiver)
+    line = (
+        "{spans} spans / {decisions} decisions in {wall_s:.2f} s -> {spans_per_s:,.0f} spans/s, "
+        "{decisions_per_s:,.0f} decisions/s, {receiver_cpu_us_per_span:.0f} us CPU per span"
     )
+    bench_receiver(spans[: 50 * SPANS_PER_DECISION], args.batch, kind="new")  # warm both paths
+    bench_receiver(spans[: 50 * SPANS_PER_DECISION], args.batch, kind="old")
+    runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    for _ in range(args.rounds):
+        for kind in ("old", "new"):
+            runs[kind].append(bench_receiver(spans, args.batch, kind=kind))
+    best = {kind: max(results, key=lambda r: r["spans_per_s"]) for kind, results in runs.items()}
+    print("receiver, old (http.server, last commit):", line.format(**best["old"]))
+    print("receiver, new (one ASGI app, uvicorn):    ", line.format(**best["new"]))
+    print(
+        f"receiver new / old: {best['new']['spans_per_s'] / best['old']['spans_per_s']:.2f}x spans/s (best of "
+        f"{args.rounds}; rounds old={[round(r['spans_per_s']) for r in runs['old']]} "
+        f"new={[round(r['spans_per_s']) for r in runs['new']]})"
+    )
+    cpu = {kind: min(r["receiver_cpu_us_per_span"] for r in results) for kind, results in runs.items()}
+    print(
+        f"receiver CPU per span new / old: {cpu['new']:.0f} / {cpu['old']:.0f} us = {cpu['new'] / cpu['old']:.2f}x "
+        "(least of the rounds; steadier than spans/s on a shared machine)"
+    )
+    chunked = bench_receiver(spans, args.batch, kind="new", chunked=True)
+    print("receiver, new, chunked bodies (the old one answers 411):", line.format(**chunked))
 
     ports: Any = multiprocessing.get_context("fork").Queue()
     sink = multiprocessing.get_context("fork").Process(target=_serve_sink, args=(ports,), daemon=True)

@@ -40,11 +40,14 @@ class SpanDecisions:
         consequential: bool = False,
         hold_seconds: float = 30.0,
         max_spans: int = 100_000,
+        max_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._recorder_for: RecorderFor = recorder if callable(recorder) else (lambda _plan: recorder)
         self._consequential = consequential
-        self._buffer = TraceBuffer(hold_seconds=hold_seconds, max_spans=max_spans, clock=clock)
+        self._buffer = TraceBuffer(
+            hold_seconds=hold_seconds, max_spans=max_spans, max_bytes=max_bytes, clock=clock
+        )
 
     def add(self, spans: Iterable[Span]) -> list[str]:
         """Take ``spans``; record the decisions of every trace now whole (or overdue). Returns their ids."""
@@ -64,6 +67,10 @@ class SpanDecisions:
     @property
     def held_spans(self) -> int:
         return len(self._buffer)
+
+    @property
+    def held_bytes(self) -> int:
+        return self._buffer.held_bytes
 
     def _record(self, traces: list[list[Span]]) -> list[str]:
         plans = plan_decisions(span for trace in traces for span in trace)

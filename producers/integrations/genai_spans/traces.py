@@ -7,7 +7,9 @@ trace's local root does. A trace whose local root never comes (its root lives in
 does not export here, an exporter that does not say whether a parent is remote) is handed over
 when it has waited ``hold_seconds`` since its last span, or on :meth:`TraceBuffer.drain`.
 
-Bounded: past ``max_spans`` held spans, the traces held longest are handed over first. Thread-safe.
+Bounded: past ``max_spans`` held spans or ``max_bytes`` of held attribute text (:func:`span_weight`),
+the traces held longest are handed over first, so spans whose root never comes cannot pile up
+in memory. Thread-safe.
 """
 
 from __future__ import annotations
@@ -19,13 +21,30 @@ from dataclasses import dataclass, field
 
 from producers.integrations.genai_spans.span import Span
 
-__all__ = ["TraceBuffer"]
+__all__ = ["TraceBuffer", "span_weight"]
+
+_FIXED_WEIGHT = 256  # ids, times, name and the object itself
+
+
+def span_weight(span: Span) -> int:
+    """About how many bytes holding ``span`` costs: its attribute text and a fixed part."""
+    weight = _FIXED_WEIGHT + len(span.name)
+    for key, value in span.attributes.items():
+        weight += len(key) + (
+            len(value)
+            if isinstance(value, str | bytes)
+            else 16
+            if not isinstance(value, list | tuple | dict)
+            else len(repr(value))
+        )
+    return weight
 
 
 @dataclass(slots=True)
 class _Held:
     spans: list[Span] = field(default_factory=list)
     last_seen: float = 0.0
+    weight: int = 0
 
 
 class TraceBuffer:
@@ -36,14 +55,17 @@ class TraceBuffer:
         *,
         hold_seconds: float = 30.0,
         max_spans: int = 100_000,
+        max_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._hold = hold_seconds
         self._max = max_spans
+        self._max_bytes = max_bytes
         self._clock = clock
         self._lock = threading.Lock()
         self._traces: dict[str, _Held] = {}  # insertion order = oldest first
         self._count = 0
+        self._weight = 0
 
     def add(self, spans: Iterable[Span]) -> list[list[Span]]:
         """Hold ``spans``; returns the traces now complete, overdue or pushed out by the bound."""
@@ -54,13 +76,17 @@ class TraceBuffer:
                 held = self._traces.pop(span.trace_id, None) or _Held()
                 held.spans.append(span)
                 held.last_seen = now
+                if self._max_bytes is not None:
+                    weight = span_weight(span)
+                    held.weight += weight
+                    self._weight += weight
                 self._traces[span.trace_id] = held  # re-inserted: the most recently active last
                 self._count += 1
                 if span.local_root:
                     done.add(span.trace_id)
             out = [self._take(trace_id) for trace_id in list(self._traces) if trace_id in done]
             out.extend(self._overdue(now))
-            while self._count > self._max and self._traces:
+            while self._traces and (self._count > self._max or self._over_bytes()):
                 out.append(self._take(next(iter(self._traces))))
         return out
 
@@ -74,6 +100,15 @@ class TraceBuffer:
         with self._lock:
             return [self._take(trace_id) for trace_id in list(self._traces)]
 
+    @property
+    def held_bytes(self) -> int:
+        """The weight of the spans held (0 unless ``max_bytes`` is set)."""
+        with self._lock:
+            return self._weight
+
+    def _over_bytes(self) -> bool:
+        return self._max_bytes is not None and self._weight > self._max_bytes
+
     def __len__(self) -> int:
         with self._lock:
             return self._count
@@ -85,4 +120,5 @@ class TraceBuffer:
     def _take(self, trace_id: str) -> list[Span]:
         held = self._traces.pop(trace_id)
         self._count -= len(held.spans)
+        self._weight -= held.weight
         return held.spans

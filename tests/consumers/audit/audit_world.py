@@ -18,8 +18,9 @@ from typer.testing import CliRunner, Result
 
 from consumers.app.runtime import Runtime, open_runtime
 from consumers.app.settings import load_service_settings
-from consumers.audit import AuditServer, create_app
+from consumers.audit import create_app
 from consumers.cli import app as cli
+from consumers.web.server import WebServer
 from producers.evidence import Signer, TrustStore, seal
 from producers.transports.spool.files import SpoolWriter
 from schemas.codec import encode_capture
@@ -81,7 +82,7 @@ class World:
         )
         try:
             with (
-                AuditServer(create_app(rt, clock=self.clock)) as server,
+                WebServer(create_app(rt, clock=self.clock)) as server,
                 httpx.Client(base_url=server.url, timeout=30) as client,
             ):
                 yield client

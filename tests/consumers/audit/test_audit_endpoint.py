@@ -77,12 +77,29 @@ def test_a_regulator_without_a_grant_gets_403_and_the_refusal_is_logged(world: W
         for path in ("", "/verification", "/replays", "/bundle"):
             answer = client.get(f"/v1/decisions/dec_a_alice_1{path}", headers=bearer(regulator))
             assert answer.status_code == 403, answer.text
-            assert "no grant widens it" in answer.json()["error"] and "capture" not in answer.json()
+            assert "no grant covers it for you" in answer.json()["error"] and "capture" not in answer.json()
+            # the server's paths are the operator's business (issue 24, finding 8)
+            assert "grants" not in answer.text and str(world.data) not in answer.text
     denied = _denied(world.access_rows())
     assert [(r["caller"], r["scope"], r["action"]) for r in denied] == [
         ("fca-examiner", "regulator", a) for a in ("show", "verify", "replays", "export")
     ]
     assert all(r["decision_id"] == "dec_a_alice_1" for r in denied)
+    assert all("no grant widens it" in r["detail"] for r in denied)  # the log keeps the gate's reason
+
+
+def test_whether_a_decision_exists_is_no_oracle_for_anyone_but_an_operator(world: World) -> None:
+    regulator = world.token("fca-examiner", "regulator")
+    operator = world.token("ops-lead", "operator")
+    with world.serve() as client:
+        for path in ("", "/verification", "/replays", "/bundle"):
+            real = client.get(f"/v1/decisions/dec_a_alice_1{path}", headers=bearer(regulator))
+            made_up = client.get(
+                f"/v1/decisions/dec_a_alice_1{path}".replace("alice_1", "zed_9"), headers=bearer(regulator)
+            )
+            assert real.status_code == made_up.status_code == 403
+            assert real.json()["error"].replace("alice_1", "zed_9") == made_up.json()["error"]
+        assert client.get("/v1/decisions/dec_zed_9", headers=bearer(operator)).status_code == 404
 
 
 def test_request_approve_read_until_the_grant_expires(world: World) -> None:
@@ -99,6 +116,12 @@ def test_request_approve_read_until_the_grant_expires(world: World) -> None:
         )
         assert own.status_code == 403
         assert client.get("/v1/decisions/dec_a_alice_1", headers=bearer(regulator)).status_code == 403
+        forever = client.post(  # a lifetime past the calendar is a 422 naming the field, never a 500
+            f"/v1/access-requests/{request_id}/approve",
+            headers=bearer(operator),
+            json={"reason": "notice checked", "expires": "999999999d"},
+        )
+        assert forever.status_code == 422 and "expires" in forever.json()["error"], forever.text
         approved = client.post(
             f"/v1/access-requests/{request_id}/approve",
             headers=bearer(operator),
@@ -132,7 +155,10 @@ def test_request_approve_read_until_the_grant_expires(world: World) -> None:
     assert allowed[0]["grant_id"] == request_id
     assert allowed[0]["authority"] == "FSMA 2000 s.165 notice; ref FCA-2026-0042"
     assert allowed[0]["purpose"] == "complaint review"
-    assert [r["action"] for r in rows if r["caller"] == "ops-lead"] == ["approve"]
+    assert [(r["action"], r["outcome"]) for r in rows if r["caller"] == "ops-lead"] == [
+        ("approve", "denied"),  # the lifetime past the calendar, logged as refused
+        ("approve", "allowed"),
+    ]
     grants = (world.data / "grants.toml").read_text(encoding="utf-8")
     assert f'request = "{request_id}"' in grants and 'approved_by = "ops-lead"' in grants
 
@@ -185,12 +211,14 @@ def test_a_counterparty_only_sees_decisions_tied_to_it(world: World) -> None:
         }
         assert client.get("/v1/decisions/dec_a_alice_2/bundle", headers=bearer(acme)).status_code == 200
         theirs = client.get("/v1/decisions/dec_a_bob_1", headers=bearer(acme))
-        assert theirs.status_code == 403 and "not tied to counterparty acme-bank" in theirs.json()["error"]
+        assert theirs.status_code == 403 and "no grant covers it for you" in theirs.json()["error"]
         other_agent = client.get("/v1/decisions/dec_a_billing_1", headers=bearer(acme))
         assert other_agent.status_code == 403
         # it sees its own requests only; the operator sees all
         assert len(client.get("/v1/access-requests", headers=bearer(acme)).json()["requests"]) == 1
         assert len(client.get("/v1/access-requests", headers=bearer(operator)).json()["requests"]) == 1
+    tied = [r for r in _denied(world.access_rows()) if r["decision_id"] == "dec_a_bob_1"]
+    assert "not tied to counterparty acme-bank" in tied[0]["detail"]  # the log keeps why
 
 
 def test_an_unwritable_access_log_fails_closed_with_503(world: World) -> None:
@@ -222,14 +250,29 @@ def test_limits_and_errors_are_json_never_a_traceback(world: World) -> None:
             "/v1/access-requests", headers=bearer(regulator), json={**REQUEST, "caller": "ops-lead"}
         )
         assert forged.status_code == 422 and "caller" in forged.json()["error"]
+        # without a credential, a body full of chosen keys is a 401 that logs none of them
+        planted = client.post("/v1/access-requests", json={"\u001b[2Jplanted_key": 1, **REQUEST})
+        assert planted.status_code == 401
+        assert client.post("/v1/access-requests", content=b"{not json").status_code == 401
+        not_json = client.post(
+            "/v1/access-requests", content=b'{"\x1b planted', headers={"Content-Type": "application/json"}
+        )
+        assert (
+            not_json.status_code == 422 and "planted" not in not_json.text
+        )  # refused before anyone is known
         for path in ("/v1/nothing", "/v1/decisions/dec_nope"):
             answer = client.get(path, headers=bearer(operator))
             assert answer.status_code == 404 and answer.json()["status"] == 404
         limited = [client.get("/v1/decisions/dec_a_alice_1", headers=bearer(operator)) for _ in range(3)]
         assert limited[-1].status_code == 429 and int(limited[-1].headers["retry-after"]) >= 1
         assert "Traceback" not in "".join(a.text for a in (big, forged, *limited))
-    details = [r["detail"][:3] for r in _denied(world.access_rows())]
-    assert {"413", "422", "404", "429"} <= set(details)
+    denied = _denied(world.access_rows())
+    # logged: what an authenticated caller was refused (the unknown decision, the malformed body, the
+    # rate limit); not logged: a body over the limit (nobody is known yet), a route that does not exist
+    assert sorted(r["detail"][:3] for r in denied) == ["401", "401", "404", "422", "429"]
+    assert not any("planted" in r["detail"] for r in world.access_rows())
+    (invalid,) = [r for r in denied if r["detail"].startswith("422")]
+    assert "caller" not in invalid["detail"] and "extra_forbidden" in invalid["detail"]
 
 
 def test_the_access_log_is_chained_and_a_changed_row_is_caught(world: World) -> None:

@@ -22,7 +22,9 @@ from consumers.ingest.loop import IngestLoop, LoopConfig
 from consumers.ingest.telemetry import IngestTelemetry
 from consumers.observability.health import Health
 from consumers.observability.metrics import INGEST_REGISTRY
-from consumers.observability.server import ListenAddress, MetricsEndpointError, parse_listen, serve
+from consumers.observability.routes import observability_router
+from consumers.web.app import build_app
+from consumers.web.server import Listen, ListenRefused, WebServer, parse_listen
 from producers.transports.base import SourceMessage
 from producers.transports.kafka.source import KafkaSource
 from schemas.errors import BlobStoreError, TransportError
@@ -80,14 +82,20 @@ def test_consume_serves_its_counters_lag_latency_and_health(tmp_path: Path) -> N
     assert lines and all({"ts", "level", "logger", "message"} <= line.keys() for line in lines)
     stopped = [line for line in lines if line["message"] == "ingest stopped"]
     assert stopped and stopped[0]["stats"]["indexed"] == GOOD and stopped[0]["level"] == "info"
-    assert any(line.get("listen") == f"127.0.0.1:{port}" for line in lines)
+    assert any(line.get("listen") == f"http://127.0.0.1:{port}" for line in lines)
+
+
+def serving(health: Health, listen: Listen | None = None) -> WebServer:
+    """The one application with its observability surface alone, as ``consume --metrics-listen`` runs it."""
+    router = observability_router(registry=CollectorRegistry(), health=lambda: health, checks={})
+    return WebServer(build_app(routers=[router]), listen)
 
 
 def test_healthz_says_why_it_is_unhealthy() -> None:
     now = [100.0]
     health = Health(stale_after=30, clock=lambda: now[0])
-    with serve(ListenAddress("127.0.0.1", 0), registry=CollectorRegistry(), health=health) as server:
-        url = f"http://{server.address}/healthz"
+    with serving(health) as server:
+        url = f"{server.url}/healthz"
         assert get(url) == (503, "starting: the source has not been polled yet\n")
         health.polled()
         assert get(url)[0] == 200
@@ -161,19 +169,21 @@ def test_the_loop_feeds_metrics_and_a_failed_commit_makes_it_unhealthy() -> None
 
 
 def test_a_bad_listen_address_or_a_busy_port_is_one_clear_error(tmp_path: Path) -> None:
-    assert parse_listen("9464") == ListenAddress("127.0.0.1", 9464)  # a bare port stays on loopback
-    assert parse_listen("[::1]:9464") == ListenAddress("::1", 9464)
-    assert parse_listen("0.0.0.0:0") == ListenAddress("0.0.0.0", 0)
+    def metrics_listen(text: str) -> Listen:
+        return parse_listen(text, option="--metrics-listen", default_host="127.0.0.1")
+
+    assert metrics_listen("9464") == Listen("127.0.0.1", 9464)  # a bare port stays on loopback
+    assert metrics_listen("[::1]:9464") == Listen("::1", 9464)
+    assert metrics_listen("0.0.0.0:0") == Listen("0.0.0.0", 0)
     result = run_cli(["consume", "--drain", "--metrics-listen", "localhost:http"], tmp_path / "bb")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: --metrics-listen wants HOST:PORT (e.g. 127.0.0.1:9464) with a port 0-65535, got 'localhost:http'"
+        "error: --metrics-listen wants HOST:PORT with a port 0-65535, got 'localhost:http'"
     ]
-    with (
-        serve(ListenAddress("127.0.0.1", 0), registry=CollectorRegistry(), health=Health()) as server,
-        pytest.raises(MetricsEndpointError, match=f"cannot serve metrics on {server.address}"),
-    ):
-        serve(server.address, registry=CollectorRegistry(), health=Health())
+    with serving(Health()) as server:
+        busy = Listen("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
+        with pytest.raises(ListenRefused, match=f"cannot serve HTTP on {busy}"):
+            serving(Health(), busy).start()
 
 
 @pytest.mark.kafka

@@ -57,7 +57,7 @@ def service(data_dir: Path) -> Iterator[OtlpService]:
         signer=load_signer(b64=SEED_B64),
         options=ReceiverOptions(listen=parse_listen("127.0.0.1:0")),
     )
-    service.receiver.start()
+    service.start()
     yield service
     service.close(10)
 
@@ -196,7 +196,7 @@ def json_chat_span(span_id: str = "00f067aa0ba902b7", **overrides: Any) -> dict[
 def test_a_protobuf_export_from_the_real_exporter_becomes_a_signed_semantic_capture(
     service: OtlpService, data_dir: Path
 ) -> None:
-    export_agent(service.receiver.url)
+    export_agent(service.url)
     (capture,) = captures(service, data_dir)
     verify_capture(capture, trust())  # signed with the receiver's own key
     assert capture["agentId"] == "agt_billing"  # the runtime's service.name
@@ -212,12 +212,12 @@ def test_a_protobuf_export_from_the_real_exporter_becomes_a_signed_semantic_capt
 
 
 def test_a_gzip_export_is_accepted(service: OtlpService, data_dir: Path) -> None:
-    export_agent(service.receiver.url, compression=Compression.Gzip)
+    export_agent(service.url, compression=Compression.Gzip)
     assert len(captures(service, data_dir)) == 1
 
 
 def test_a_json_export_is_accepted(service: OtlpService, data_dir: Path) -> None:
-    status, body = post(service.receiver.url, json_request([json_chat_span()]), "application/json")
+    status, body = post(service.url, json_request([json_chat_span()]), "application/json")
     assert (status, body) == (200, b"{}")
     (capture,) = captures(service, data_dir)
     verify_capture(capture, trust())
@@ -247,7 +247,7 @@ def test_a_json_export_is_accepted(service: OtlpService, data_dir: Path) -> None
 def test_a_malformed_body_is_400_with_the_reason_and_nothing_is_written(
     service: OtlpService, data_dir: Path, body: bytes, content_type: str, reason: str
 ) -> None:
-    status, answer = post(service.receiver.url, body, content_type)
+    status, answer = post(service.url, body, content_type)
     assert status == 400
     if content_type == "application/json":
         message = json.loads(answer)["message"]
@@ -262,7 +262,7 @@ def test_a_malformed_body_is_400_with_the_reason_and_nothing_is_written(
 
 
 def test_limits_route_and_content_type(service: OtlpService, data_dir: Path) -> None:
-    url = service.receiver.url
+    url = service.url
     service.receiver.max_body_bytes = 100
     assert post(url, b"x" * 101, "application/x-protobuf")[0] == 413
     bomb = gzip.compress(b"\0" * 10_000)
@@ -448,7 +448,7 @@ def test_a_received_capture_replays_through_its_semantic_rendering(
 ) -> None:
     from consumers.cli import app
 
-    export_tool_agent(service.receiver.url)
+    export_tool_agent(service.url)
     (capture,) = captures(service, data_dir)
     trust().save(data_dir / "trust.toml")
     env = {"BLACKBOX_DATA_DIR": str(data_dir), "BLACKBOX_TRANSPORT": "spool", "BLACKBOX_BLOB": "local"}
