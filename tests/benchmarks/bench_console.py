@@ -43,9 +43,9 @@ from big import big_capture
 
 from consumers.access.log import IndexAccessLog
 from consumers.access.scopes import Caller
+from consumers.app.http import Surfaces, http_app
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
-from consumers.app.http import Surfaces, http_app
 from consumers.console import ConsoleSessions, console_file
 from consumers.index.confined import run_query
 from consumers.index.engine import QueryLimits
@@ -188,9 +188,8 @@ def bench_page(path: Path, runs: int) -> None:
 
 def paint_ms(app: Any, path: Path, decision_id: str, *, runs: int) -> float:
     """p95 of the page's largest contentful paint in Debian's chromium (Playwright), over a real socket."""
-    from playwright.sync_api import sync_playwright
-
     from consumers.audit.server import AuditServer
+    from playwright.sync_api import sync_playwright
 
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--no-first-run"]  # fmt: skip
