@@ -188,13 +188,14 @@ def bench_page(path: Path, runs: int) -> None:
 
 def paint_ms(app: Any, path: Path, decision_id: str, *, runs: int) -> float:
     """p95 of the page's largest contentful paint in Debian's chromium (Playwright), over a real socket."""
-    from consumers.audit.server import AuditServer
     from playwright.sync_api import sync_playwright
+
+    from consumers.web.server import WebServer
 
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--no-first-run"]  # fmt: skip
     samples: list[float] = []
-    with AuditServer(app) as server, sync_playwright() as p:
+    with WebServer(app) as server, sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=args
         )

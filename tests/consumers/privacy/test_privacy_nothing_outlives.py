@@ -15,11 +15,12 @@ from typer.testing import CliRunner, Result
 
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
-from consumers.audit import AuditServer, create_app
+from consumers.audit import create_app
 from consumers.cli import app
 from consumers.index import TABLES, ChdbIndex
 from consumers.privacy.ids import IndexIds
 from consumers.retention.log import read_jsonl
+from consumers.web.server import WebServer
 from producers.config import ReplayPolicy
 from producers.evidence import Signer
 from producers.policy import CapturePolicy
@@ -178,7 +179,7 @@ def test_an_erased_subject_is_found_nowhere_under_the_data_directory_and_the_evi
     settings = load_service_settings(data_dir=data, chdb_path=Path(env["BLACKBOX_CHDB_PATH"]))
     with (
         open_runtime(settings, existing_index=True) as rt,
-        AuditServer(create_app(rt)) as server,
+        WebServer(create_app(rt)) as server,
         httpx.Client(base_url=server.url, timeout=30) as client,
     ):
         answer = client.get(
