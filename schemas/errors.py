@@ -116,6 +116,11 @@ class BlobNotFound(BlobStoreError):
     """The requested blob key does not exist."""
 
 
+class BlobConflict(BlobStoreError):
+    """A conditional write's precondition did not hold: the key already exists (create-only), or its
+    current version is not the one named (compare-and-swap)."""
+
+
 class IndexError_(BlackboxError):
     """The ClickHouse index failed (DDL, insert or query)."""
 
