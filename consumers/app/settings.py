@@ -69,6 +69,14 @@ class ServiceSettings(BlackboxSettings):
         gt=0,
         description="Seconds between signed checkpoints while ingest appends (and one at the end).",
     )
+    tlog_lease: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Seconds an ingest process holds the log's writer lease (DESIGN 23): how long the others wait "
+            "before taking over from a holder that died or stopped."
+        ),
+    )
     tlog_tsa_url: str | None = Field(
         None, description="RFC 3161 time-stamping authority each checkpoint is stamped by; unset: none."
     )

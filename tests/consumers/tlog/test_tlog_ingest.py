@@ -148,11 +148,14 @@ def test_a_batch_that_died_between_its_rows_and_its_leaves_is_logged_on_redelive
             raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        processor.process(batch, hook=die)  # decisions indexed, tiles written, no leaf rows
+        processor.process(batch, hook=die)  # decisions indexed, leaves integrated (swapped), no leaf rows
+    assert index.query("SELECT count() AS n FROM tlog_leaves")[0]["n"] == 0
     fresh = _processor(store, index, signer, _log(store, index, log_signer, tmp_path), tmp_path)  # a restart
     redelivered = fresh.process(batch)
-    assert redelivered.duplicates == 12 and redelivered.logged == 12
+    # the swap made them part of the log before the crash: the rows come from the tiles, no leaf twice
+    assert redelivered.duplicates == 12 and redelivered.logged == 0
     assert fresh.tlog is not None and fresh.tlog.publish() is not None
+    assert fresh.tlog.size == 12
     report = _audit(store, index, log_signer)
     assert report.ok and report.leaves == 12, report.findings
 
@@ -235,17 +238,34 @@ def test_log_verify_catches_a_deleted_capture_a_rewritten_log_and_a_changed_tile
     assert "tile" in _kinds(_audit(store, index, log_signer))
 
 
-def test_an_appender_refuses_a_log_whose_checkpoint_its_index_does_not_match(
+def test_the_index_is_not_the_sequencer_a_second_index_catches_up_from_the_tiles(
     store: LocalBlobStore, index: ChdbIndex, log_signer: LogSigner, tmp_path: Path
 ) -> None:
+    """Another index on the same log (another ingest host), or one that lost rows, cannot fork it: the
+    size and order come from the log's state, the rows from the entry bundles."""
     log = _log(store, index, log_signer, tmp_path)
     now = dt.datetime.now(dt.UTC)
-    log.append([Entry("d1", now, b'{"x":1}'), Entry("d2", now, b'{"x":2}')])
-    log.publish()
-    with chdb_index(tmp_path / "chdb") as other_index:  # another (empty) index on the same log prefix
-        other = _log(store, other_index, log_signer, tmp_path)
-        with pytest.raises(TransparencyLogError, match="another index writes to this log"):
-            other.append([Entry("d3", now, b'{"x":3}')])
+
+    def leaf(did: str) -> bytes:
+        return leaf_bytes(decision_id=did, captured_at=now.isoformat(), envelope_hash="sha256:" + "cd" * 32)
+
+    assert log.append([Entry("d1", now, leaf("d1")), Entry("d2", now, leaf("d2"))]) == 2
+    with chdb_index(tmp_path / "chdb") as other_index:  # another (empty) index on the same log
+        other = _log(store, other_index, log_signer, tmp_path / "other")
+        # d2 redelivered to the other host is not logged twice; d3 goes after it
+        assert other.append([Entry("d2", now, leaf("d2")), Entry("d3", now, leaf("d3"))]) == 1
+        rows = {
+            r["decision_id"]: r["leaf_index"] for r in other_index.query("SELECT * FROM tlog_leaves FINAL")
+        }
+        assert rows == {"d1": 0, "d2": 1, "d3": 2}
+    # the first index lost a row: it is written again from the tiles, and nothing forks
+    index.command("ALTER TABLE tlog_leaves DELETE WHERE leaf_index = 1 SETTINGS mutations_sync = 1")
+    assert log.append([Entry("d4", now, leaf("d4"))]) == 1
+    rows = {r["decision_id"]: r["leaf_index"] for r in index.query("SELECT * FROM tlog_leaves FINAL")}
+    assert rows == {"d1": 0, "d2": 1, "d3": 2, "d4": 3}
+    note = log.publish()
+    assert note is not None and open_checkpoint(note, log_signer.vkey).size == 4
+    assert TreeReader(store, PREFIX, 4).root() == merkle_root([leaf(f"d{i}") for i in range(1, 5)])
 
 
 def test_checkpoints_carry_rfc3161_time_and_a_capture_dated_after_its_checkpoint_is_reported(
