@@ -22,7 +22,7 @@ from consumers.tlog import prove
 from consumers.tlog.audit import AuditReport, audit
 from consumers.tlog.checkpoints import LogSigner, latest, load_log_signer
 from consumers.tlog.frontier import object_key
-from consumers.tlog.log import Entry, TransparencyLog
+from consumers.tlog.log import Entry, TransparencyLog, catch_up
 from consumers.tlog.tiles import TreeReader
 from consumers.tlog.timestamp import load_roots
 from producers.blobstore import LocalBlobStore
@@ -297,3 +297,52 @@ def test_checkpoints_carry_rfc3161_time_and_a_capture_dated_after_its_checkpoint
         wrong = load_roots(stranger.write_roots(tmp_path / "other.pem"))
     distrusted = _audit(store, index, log_signer, tsa_roots=wrong, skew=dt.timedelta(hours=1))
     assert _kinds(distrusted) == {"timestamp"}
+
+
+def test_log_verify_says_plainly_when_a_decision_is_logged_twice(
+    store: LocalBlobStore, index: ChdbIndex, signer: Signer, log_signer: LogSigner, tmp_path: Path
+) -> None:
+    """Ingest deduplicates before integrating; a leaf that got in twice anyway (a writer whose index
+    lost rows mid-log) is a note when identical and a finding when different."""
+    log = _log(store, index, log_signer, tmp_path)
+    processor = _processor(store, index, signer, log, tmp_path)
+    captures = _captures(signer, range(3))
+    processor.process(_msgs([encoded(c, signer) for c in captures]))
+    twice = capture_leaf(captures[1])
+    log.writer.hold()
+    log.writer.integrate([twice])  # past the deduplication, as a buggy or forked writer would
+    log.writer.release()
+    log.publish()
+    catch_up(index, store, PREFIX, 4)
+    report = _audit(store, index, log_signer)
+    assert report.ok, report.findings
+    assert any(
+        "logged twice with identical leaves" in n and captures[1]["decisionId"] in n for n in report.notes
+    )
+
+    changed = leaf_bytes(  # the same decision with another envelope
+        decision_id=captures[2]["decisionId"],
+        captured_at=captures[2]["capturedAt"],
+        envelope_hash="sha256:" + "ee" * 32,
+    )
+    log.writer.hold()
+    log.writer.integrate([changed])
+    log.writer.release()
+    log.publish()
+    catch_up(index, store, PREFIX, 5)
+    assert "duplicate-leaf" in _kinds(_audit(store, index, log_signer))
+
+
+def test_log_verify_shared_counts_other_hosts_decisions_in_a_note(
+    store: LocalBlobStore, index: ChdbIndex, log_signer: LogSigner, tmp_path: Path
+) -> None:
+    log = _log(store, index, log_signer, tmp_path)
+    now = dt.datetime.now(dt.UTC)
+    leaf = leaf_bytes(
+        decision_id="elsewhere", captured_at=now.isoformat(), envelope_hash="sha256:" + "ab" * 32
+    )
+    log.append([Entry("elsewhere", now, leaf)])
+    log.publish()
+    assert _kinds(_audit(store, index, log_signer)) == {"missing-capture"}
+    shared = _audit(store, index, log_signer, shared=True)
+    assert shared.ok and any("other ingest hosts" in n for n in shared.notes)
