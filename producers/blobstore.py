@@ -28,7 +28,8 @@ no-ops that say so: ``set_legal_hold`` returns False and ``lock_reason`` None.
 
 Conditional writes, for one writer fenced in the store (DESIGN 23): ``put_if(key, data, etag=None)``
 creates ``key`` only if it does not exist (S3 ``If-None-Match: *``); ``put_if(key, data, etag=E)``
-replaces it only while its current ETag is ``E`` (``If-Match``; a missing key fails too). A failed
+replaces it only while its current ETag is ``E`` (``If-Match``; a missing key fails too); ``metadata``
+is stored as S3 user metadata (who wrote it, for audits; the local store keeps none). A failed
 precondition raises :class:`BlobConflict`; success returns the new object's :class:`Tagged` (its ETag,
 and its version id on a versioned bucket). ``get_tagged(key)`` reads the bytes with their ETag and
 version. The local store gives the same guarantees between processes of one host (a lock file).
@@ -41,7 +42,7 @@ import io
 import os
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,7 +110,13 @@ class BlobStore(Protocol):
     def list_info(self, prefix: str = "") -> Iterator[BlobInfo]: ...
 
     def put_if(
-        self, key: str, data: bytes, *, etag: str | None, retain_until: datetime | None = None
+        self,
+        key: str,
+        data: bytes,
+        *,
+        etag: str | None,
+        retain_until: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Tagged: ...
 
     def get_tagged(self, key: str) -> Tagged: ...
@@ -242,10 +249,17 @@ class LocalBlobStore:
                 continue
 
     def put_if(
-        self, key: str, data: bytes, *, etag: str | None, retain_until: datetime | None = None
+        self,
+        key: str,
+        data: bytes,
+        *,
+        etag: str | None,
+        retain_until: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Tagged:
         """Create-only (``etag=None``) or compare-and-swap on the MD5 ETag, under one lock file per
-        store: atomic between the processes of this host, which are the only ones sharing a directory."""
+        store: atomic between the processes of this host, which are the only ones sharing a directory.
+        A directory keeps no ``metadata``."""
         path = self._path(key)
         with self._cas_lock():
             try:
@@ -388,7 +402,13 @@ class S3BlobStore:
             raise _wrap(exc, f"put {key}") from exc
 
     def put_if(
-        self, key: str, data: bytes, *, etag: str | None, retain_until: datetime | None = None
+        self,
+        key: str,
+        data: bytes,
+        *,
+        etag: str | None,
+        retain_until: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Tagged:
         """PutObject with ``If-None-Match: *`` (``etag=None``) or ``If-Match: "<etag>"``; a 412 (or the
         404 AWS gives an ``If-Match`` on a missing key) is :class:`BlobConflict`."""
@@ -396,7 +416,13 @@ class S3BlobStore:
 
         validate_key(key)
         self._ensure_bucket()
-        headers = genheaders(None, None, None, self._retention_of(retain_until), False)
+        headers = genheaders(
+            {f"x-amz-meta-{k}": v for k, v in (metadata or {}).items()},
+            None,
+            None,
+            self._retention_of(retain_until),
+            False,
+        )
         headers["Content-Type"] = "application/octet-stream"
         if etag is None:
             headers["If-None-Match"] = "*"

@@ -114,3 +114,15 @@ def test_two_writers_race_and_exactly_one_wins_each_round(store: BlobStore, key:
     assert store.get(key) == f"round {rounds} by {winner}".encode()
     # both writers won some rounds: the race was real, not one thread always first
     assert {w[0] for w in wins.values()} == {"a", "b"}
+
+
+@pytest.mark.minio
+def test_s3_keeps_who_wrote_an_object_as_user_metadata(minio_config: dict[str, Any], key: str) -> None:
+    from minio import Minio
+
+    cfg = minio_config
+    store = S3BlobStore(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"], cfg["secure"])
+    store.put_if(key, b"x", etag=None, metadata={"blackbox-writer": "host-a:1", "blackbox-token": "7"})
+    client = Minio(cfg["endpoint"], access_key=cfg["access_key"], secret_key=cfg["secret_key"], secure=False)
+    meta = {k.lower(): v for k, v in client.stat_object(cfg["bucket"], key).metadata.items()}
+    assert meta["x-amz-meta-blackbox-writer"] == "host-a:1" and meta["x-amz-meta-blackbox-token"] == "7"
