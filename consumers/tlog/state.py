@@ -78,6 +78,10 @@ class LogState:
         except (ValueError, KeyError, TypeError) as exc:
             raise TransparencyLogError(f"the log's state {key} is unreadable: {exc}") from exc
 
+    def stamp(self) -> dict[str, str]:
+        """Who writes under this state, as object metadata (every object a writer stores carries it)."""
+        return {"blackbox-writer": self.writer, "blackbox-token": str(self.token)}
+
     def next(self, **changes: Any) -> LogState:
         """This state with ``changes`` and the next ``seq``."""
         return replace(self, seq=self.seq + 1, **changes)
@@ -101,7 +105,7 @@ class StateStore:
     def swap(self, new: LogState, etag: str | None) -> str:
         """Replace the state read with ``etag`` (None: create the first); the new ETag."""
         try:
-            return self.store.put_if(self.key, new.to_json(), etag=etag).etag
+            return self.store.put_if(self.key, new.to_json(), etag=etag, metadata=new.stamp()).etag
         except BlobConflict as exc:
             raise WriterFenced(
                 f"the log's state {self.key} changed since this writer read it (seq {new.seq - 1}): "

@@ -236,7 +236,7 @@ class LogWriter:
         new_frontier, objects, order = frontier.extend(leaves)
         staged = f"{self.prefix}/staging/{state.seq + 1:020d}.{state.token}.{uuid.uuid4().hex[:8]}"
         self._check_lease("stage")
-        self.store.put_if(staged, encode_staged(objects, order), etag=None)
+        self.store.put_if(staged, encode_staged(objects, order), etag=None, metadata=self._stamp())
         new = state.next(
             size=new_frontier.size,
             root=new_frontier.root(),
@@ -275,7 +275,11 @@ class LogWriter:
                 stamp = request_timestamp(self.tsa_url, note.encode("utf-8"))
                 self._check_lease("timestamp")
                 self.store.put_if(
-                    timestamp_key(self.prefix, state.size), stamp, etag=None, retain_until=until
+                    timestamp_key(self.prefix, state.size),
+                    stamp,
+                    etag=None,
+                    retain_until=until,
+                    metadata=self._stamp(),
                 )
             except BlobConflict:
                 pass  # stamped already by an earlier publication of this size
@@ -298,7 +302,7 @@ class LogWriter:
                 return  # a newer holder published further: never roll it back
         self._check_lease("checkpoint")
         try:
-            self.store.put_if(key, note.encode("utf-8"), etag=etag)
+            self.store.put_if(key, note.encode("utf-8"), etag=etag, metadata=self._stamp())
         except BlobConflict:
             logger.warning("transparency log %s: %s changed while publishing %d", self.prefix, key, size)
 
@@ -364,7 +368,7 @@ class LogWriter:
 
     def _write_once(self, key: str, body: bytes, until: datetime | None) -> None:
         try:
-            self.store.put_if(key, body, etag=None, retain_until=until)
+            self.store.put_if(key, body, etag=None, retain_until=until, metadata=self._stamp())
         except BlobConflict:
             if self.store.get(key) != body:
                 self._alarm = (
@@ -374,6 +378,9 @@ class LogWriter:
                 logger.error("transparency log %s: %s", self.prefix, self._alarm)
                 self._drop()
                 raise TileConflict(self._alarm) from None
+
+    def _stamp(self) -> dict[str, str]:
+        return self._state.stamp() if self._state is not None else {"blackbox-writer": self.writer}
 
     def _check_alarm(self) -> None:
         if self._alarm is not None:
