@@ -11,7 +11,7 @@ offsets are committed (:mod:`consumers.ingest.batch`), in numbered steps:
 3. drop the decisions that already have a leaf (a redelivered batch, on this host or another), and
    repeats within the batch;
 4. **integrate** the rest: staged bundle, compare-and-swap of the state, then the tiles written once;
-   a lost swap reloads and tries once more (steps 1-3), else the batch fails uncommitted;
+   a lost swap reloads and tries again (steps 1-3, up to 5 times), else the batch fails uncommitted;
 5. insert the ``tlog_leaves`` rows of what was integrated (idempotent: keyed by leaf index);
 6. publish a signed checkpoint when ``interval`` seconds passed since the last one, then release the
    lease so the other ingest processes can integrate their batches.
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["Entry", "LogSettings", "TransparencyLog", "catch_up"]
+
+_ATTEMPTS = 5  # integrations tried per batch when another writer swaps in between (each reloads)
 
 
 class LogSettings(Protocol):
@@ -158,7 +160,7 @@ class TransparencyLog:
         if not entries:
             return 0
         with self._locked():
-            for attempt in (1, 2):
+            for attempt in range(1, _ATTEMPTS + 1):
                 self._hold()
                 fresh = self._fresh(entries)
                 if not fresh:
@@ -166,7 +168,7 @@ class TransparencyLog:
                 try:
                     done = self.writer.integrate([e.leaf for e in fresh])
                 except WriterFenced:
-                    if attempt == 2:
+                    if attempt == _ATTEMPTS:
                         raise
                     continue  # another writer swapped first: reload and deduplicate again
                 if hook is not None:

@@ -188,7 +188,10 @@ class LogWriter:
         token = state.token if state.writer == self.writer else state.token + 1
         started = self._monotonic()
         new = state.next(writer=self.writer, token=token, lease_until=self._wall() + self.lease)
-        self._etag = self.states.swap(new, etag)
+        try:
+            self._etag = self.states.swap(new, etag)
+        except WriterFenced as exc:  # another writer took it between our read and our swap: wait
+            raise LeaseHeld(f"another writer took the log at {self.prefix!r} first") from exc
         self._state, self._frontier, self._deadline = new, frontier, started + self.lease
         if token != state.token:
             logger.info(
