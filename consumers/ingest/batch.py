@@ -220,6 +220,12 @@ class BatchProcessor:
         """Stop the worker processes, if any."""
         self._pool.close()
 
+    def idle(self) -> None:
+        """Between batches, when the source had nothing: sign the log's pending leaves once the
+        checkpoint interval has passed, so the last captures of a burst are not left unsigned."""
+        if self.tlog is not None:
+            self.tlog.tick()
+
     def _context(self, now: datetime) -> PrepareContext:
         if self.trust is not self._trust_seen:  # a reloaded trust store: workers rebuild theirs
             self._trust_seen = self.trust

@@ -131,6 +131,7 @@ class TransparencyLog:
             bootstrap_size=lambda: leaf_count(index),
         )
         self._last_publish = clock()
+        self._unsigned = False  # leaves appended here since this process last published
 
     @classmethod
     def from_settings(cls, settings: LogSettings, *, store: BlobStore, index: Index) -> TransparencyLog:
@@ -181,6 +182,7 @@ class TransparencyLog:
                         for i, e in enumerate(fresh)
                     ],
                 )
+                self._unsigned = True
                 break
             if hook is not None:
                 hook("after_tlog_append")
@@ -188,6 +190,17 @@ class TransparencyLog:
                 self._publish()
             self.writer.release()
         return len(fresh)
+
+    def tick(self) -> None:
+        """When idle: publish a checkpoint if this process appended since its last one and the interval
+        passed. Never raises (the next append or tick tries again); a failure is logged."""
+        if not self._unsigned or self._clock() - self._last_publish < self.interval:
+            return
+        try:
+            self.publish()
+        except Exception as exc:  # the store or the lease: not a reason to stop ingest
+            self._last_publish = self._clock()
+            logger.warning("transparency log %s: no checkpoint this time: %s", self.prefix, exc)
 
     def publish(self) -> str | None:
         """Publish a checkpoint for the log's size, unless the latest one already has it; returns the note."""
@@ -200,6 +213,7 @@ class TransparencyLog:
 
     def _publish(self) -> str | None:
         self._last_publish = self._clock()
+        self._unsigned = False
         return self.writer.publish()
 
     # --- state ----------------------------------------------------------------------------------------

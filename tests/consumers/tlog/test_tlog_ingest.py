@@ -346,3 +346,20 @@ def test_log_verify_shared_counts_other_hosts_decisions_in_a_note(
     assert _kinds(_audit(store, index, log_signer)) == {"missing-capture"}
     shared = _audit(store, index, log_signer, shared=True)
     assert shared.ok and any("other ingest hosts" in n for n in shared.notes)
+
+
+def test_an_idle_ingest_signs_its_last_leaves_once_the_interval_passed(
+    store: LocalBlobStore, index: ChdbIndex, log_signer: LogSigner, tmp_path: Path
+) -> None:
+    moments = iter([0.0, 1.0, 1.5, 12.0, 12.0, 13.0])
+    log = _log(store, index, log_signer, tmp_path, interval=10.0, clock=lambda: next(moments))
+    now = dt.datetime.now(dt.UTC)
+    leaf = leaf_bytes(decision_id="d1", captured_at=now.isoformat(), envelope_hash="sha256:" + "ab" * 32)
+    log.append([Entry("d1", now, leaf)])  # at 1.0: no checkpoint yet
+    assert latest(store, PREFIX) is None
+    log.tick()  # at 1.5: the interval has not passed
+    assert latest(store, PREFIX) is None
+    log.tick()  # at 12.0: it has, and a leaf is unsigned
+    current = latest(store, PREFIX, log_signer.key)
+    assert current is not None and current[1].size == 1
+    log.tick()  # nothing new: no second publication
