@@ -229,7 +229,7 @@ class TransparencyLog:
                 if time.monotonic() >= deadline:
                     raise TransparencyLogError(f"could not hold the transparency log: {exc}") from exc
                 time.sleep(pause)
-                pause = min(pause * 2, 0.2)
+                pause = min(pause * 2, 0.05)
         catch_up(self.index, self.store, self.prefix, state.size, now=self._now())
 
     def _fresh(self, entries: Sequence[Entry]) -> list[Entry]:
