@@ -163,3 +163,23 @@ def test_a_stale_checkpoint_never_rolls_the_public_one_back(
     a._replace_latest(10, log_signer.sign(10, merkle_root(_leaves(0, 10))))  # a late publication
     note = store.get(checkpoint_key(prefix)).decode()
     assert note.split("\n")[1] == "20"
+
+
+def test_the_writer_role_moves_one_lease_after_its_holder_dies(
+    store: S3BlobStore, prefix: str, log_signer: LogSigner
+) -> None:
+    dead = _writer(store, prefix, log_signer, "dead", lease=1.5)
+    dead.hold()
+    dead.integrate(_leaves(0, 5))  # ... and the process dies holding the log (no release)
+    died = time.monotonic()
+    heir = _writer(store, prefix, log_signer, "heir", lease=30.0)
+    while True:
+        try:
+            state = heir.hold()
+            break
+        except LeaseHeld:
+            time.sleep(0.05)
+    moved = time.monotonic() - died
+    print(f"the writer role moved {moved:.2f}s after its holder died (lease 1.5s)")
+    assert 1.2 <= moved < 3.0
+    assert state.size == 5 and state.token == 2
