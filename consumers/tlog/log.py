@@ -12,9 +12,9 @@ offsets are committed (:mod:`consumers.ingest.batch`), in numbered steps:
    repeats within the batch;
 4. **integrate** the rest: staged bundle, compare-and-swap of the state, then the tiles written once;
    a lost swap reloads and tries again (steps 1-3, up to 5 times), else the batch fails uncommitted;
-5. insert the ``tlog_leaves`` rows of what was integrated (idempotent: keyed by leaf index);
-6. publish a signed checkpoint when ``interval`` seconds passed since the last one, then release the
-   lease so the other ingest processes can integrate their batches.
+5. publish a signed checkpoint when ``interval`` seconds passed since the last one, then release the
+   lease so the other ingest processes can integrate their batches;
+6. insert the ``tlog_leaves`` rows of what was integrated (idempotent: keyed by leaf index).
 
 A crash before the swap in 4 leaves nothing in the log: the capture's offset is not committed, its
 redelivery (to any host) logs it. A crash after the swap leaves the leaves in the log (the staged
@@ -161,6 +161,7 @@ class TransparencyLog:
         if not entries:
             return 0
         with self._locked():
+            done = None
             for attempt in range(1, _ATTEMPTS + 1):
                 self._hold()
                 fresh = self._fresh(entries)
@@ -174,6 +175,12 @@ class TransparencyLog:
                     continue  # another writer swapped first: reload and deduplicate again
                 if hook is not None:
                     hook("after_tlog_tiles")
+                self._unsigned = True
+                break
+            if self._clock() - self._last_publish >= self.interval:
+                self._publish()
+            self.writer.release()  # the other ingest processes integrate while this one writes its rows
+            if done is not None:
                 at = self._now()
                 insert_leaves(
                     self.index,
@@ -182,13 +189,8 @@ class TransparencyLog:
                         for i, e in enumerate(fresh)
                     ],
                 )
-                self._unsigned = True
-                break
             if hook is not None:
                 hook("after_tlog_append")
-            if self._clock() - self._last_publish >= self.interval:
-                self._publish()
-            self.writer.release()
         return len(fresh)
 
     def tick(self) -> None:
