@@ -6,8 +6,8 @@ stores names its writer and fencing token: asserted on every object version writ
 
 Afterwards every acknowledged capture has exactly one leaf, `blackbox log verify --shared` passes from
 each data directory, every published checkpoint is consistent with the latest, and every indexed capture
-reads back from its segment and verifies. The shared broker is never restarted here (other tests use it):
-the broker-restart variant belongs to the fault suite run alone.
+reads back from its segment and verifies. The variant that also restarts the broker uses the ``services``
+fault fixture: it belongs to the fault suite run alone (other tests share the broker).
 
 Scaled down from the issue's 6,000 captures to ``CAPTURES`` (3,000) to keep CI lean on 2 cores.
 """
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -157,6 +157,25 @@ print(json.dumps(ids))
 def test_three_ingest_hosts_one_log_survive_sigkill_and_a_stalled_writer(
     tmp_path: Path, kafka_bootstrap: str, minio_config: dict[str, Any], bucket: str
 ) -> None:
+    _three_hosts(tmp_path, kafka_bootstrap, minio_config, bucket)
+
+
+def test_three_ingest_hosts_one_log_survive_sigkill_a_stalled_writer_and_a_broker_restart(
+    tmp_path: Path, kafka_bootstrap: str, minio_config: dict[str, Any], bucket: str, services: Any
+) -> None:
+    """The same, with the broker restarted once after the stalled writer resumed. Restarts the shared
+    broker: run it alone (the lead's fault run), never beside other tests."""
+    _three_hosts(tmp_path, kafka_bootstrap, minio_config, bucket, restart_broker=services.restart_kafka)
+
+
+def _three_hosts(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    minio_config: dict[str, Any],
+    bucket: str,
+    *,
+    restart_broker: Callable[[], None] | None = None,
+) -> None:
     topic = f"bbtest.hosts.{uuid.uuid4().hex[:10]}"
     create_topics(kafka_bootstrap, topic, partitions=6)
     create_topics(kafka_bootstrap, f"{topic}.dlq", partitions=1)
@@ -205,8 +224,10 @@ def test_three_ingest_hosts_one_log_survive_sigkill_and_a_stalled_writer(
         resumed = datetime.now().astimezone()
         procs[1].send_signal(signal.SIGCONT)
         produce_raw(kafka_bootstrap, topic, chunks[4])
+        if restart_broker is not None:
+            restart_broker()
         produce_raw(kafka_bootstrap, topic, chunks[5])
-        _wait_for("every leaf", lambda: states.read()[0].size >= CAPTURES, timeout=240)
+        _wait_for("every leaf", lambda: states.read()[0].size >= CAPTURES, timeout=360)
         time.sleep(2.0)
     finally:
         for proc in procs:
@@ -271,12 +292,8 @@ def _tokens_of(
             continue
         if after is not None and obj.last_modified is not None and obj.last_modified < after:
             continue
-        meta = {
-            k.lower(): v
-            for k, v in client.stat_object(
-                bucket, obj.object_name, version_id=obj.version_id
-            ).metadata.items()
-        }
+        stat = client.stat_object(bucket, obj.object_name, version_id=obj.version_id)
+        meta = {k.lower(): v for k, v in (stat.metadata or {}).items()}
         if meta.get("x-amz-meta-blackbox-writer") == writer and "x-amz-meta-blackbox-token" in meta:
             tokens.append(int(meta["x-amz-meta-blackbox-token"]))
     return tokens

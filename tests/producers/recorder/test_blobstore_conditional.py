@@ -124,5 +124,5 @@ def test_s3_keeps_who_wrote_an_object_as_user_metadata(minio_config: dict[str, A
     store = S3BlobStore(cfg["endpoint"], cfg["access_key"], cfg["secret_key"], cfg["bucket"], cfg["secure"])
     store.put_if(key, b"x", etag=None, metadata={"blackbox-writer": "host-a:1", "blackbox-token": "7"})
     client = Minio(cfg["endpoint"], access_key=cfg["access_key"], secret_key=cfg["secret_key"], secure=False)
-    meta = {k.lower(): v for k, v in client.stat_object(cfg["bucket"], key).metadata.items()}
+    meta = {k.lower(): v for k, v in (client.stat_object(cfg["bucket"], key).metadata or {}).items()}
     assert meta["x-amz-meta-blackbox-writer"] == "host-a:1" and meta["x-amz-meta-blackbox-token"] == "7"
