@@ -31,6 +31,14 @@ id it wrote, ``get(..., version_id=)`` reads that version whatever lies over it,
 version_id)`` says what does (a delete marker, a newer version; None when it is still the current
 one) and ``versions(key)`` lists the versions holding bytes. On a store without versions ``put``
 returns None, ``version_id`` is ignored, ``covering`` is None and ``versions`` empty.
+
+Conditional writes, for one writer fenced in the store (DESIGN 23): ``put_if(key, data, etag=None)``
+creates ``key`` only if it does not exist (S3 ``If-None-Match: *``); ``put_if(key, data, etag=E)``
+replaces it only while its current ETag is ``E`` (``If-Match``; a missing key fails too); ``metadata``
+is stored as S3 user metadata (who wrote it, for audits; the local store keeps none). A failed
+precondition raises :class:`BlobConflict`; success returns the new object's :class:`Tagged` (its ETag,
+and its version id on a versioned bucket). ``get_tagged(key)`` reads the bytes with their ETag and
+version. The local store gives the same guarantees between processes of one host (a lock file).
 """
 
 from __future__ import annotations
@@ -40,19 +48,27 @@ import io
 import os
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from producers.owner_only import create_private, private_dirs
-from schemas.errors import BlobLocked, BlobNotFound, BlobStoreError
+from schemas.errors import BlobConflict, BlobLocked, BlobNotFound, BlobStoreError
 
 if TYPE_CHECKING:
     from producers.settings import BlackboxSettings
 
-__all__ = ["BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobStore", "open_blob_store", "validate_key"]
+__all__ = [
+    "BlobInfo",
+    "BlobStore",
+    "LocalBlobStore",
+    "S3BlobStore",
+    "Tagged",
+    "open_blob_store",
+    "validate_key",
+]
 
 _TEMP_MARK = ".tmp-"
 
@@ -66,6 +82,16 @@ class BlobInfo:
     key: str
     size: int
     modified: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Tagged:
+    """An object's identity as written or read: its ETag, its version id (None when unversioned) and,
+    from ``get_tagged``, its bytes."""
+
+    etag: str
+    version: str | None = None
+    data: bytes = b""
 
 
 @runtime_checkable
@@ -98,6 +124,18 @@ class BlobStore(Protocol):
     def stat(self, key: str) -> BlobInfo: ...
 
     def list_info(self, prefix: str = "") -> Iterator[BlobInfo]: ...
+
+    def put_if(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        etag: str | None,
+        retain_until: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Tagged: ...
+
+    def get_tagged(self, key: str) -> Tagged: ...
 
 
 def validate_key(key: str) -> str:
@@ -240,6 +278,55 @@ class LocalBlobStore:
                 yield self.stat(key)
             except BlobNotFound:  # deleted between the listing and the stat
                 continue
+
+    def put_if(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        etag: str | None,
+        retain_until: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Tagged:
+        """Create-only (``etag=None``) or compare-and-swap on the MD5 ETag, under one lock file per
+        store: atomic between the processes of this host, which are the only ones sharing a directory.
+        A directory keeps no ``metadata``."""
+        path = self._path(key)
+        with self._cas_lock():
+            try:
+                current = _md5(path.read_bytes())
+            except (FileNotFoundError, NotADirectoryError):
+                current = None
+            except OSError as exc:
+                raise BlobStoreError(f"put {key}: {exc}") from exc
+            if etag is None and current is not None:
+                raise BlobConflict(f"put {key}: it already exists")
+            if etag is not None and current != etag:
+                raise BlobConflict(f"put {key}: its version is {current or 'missing'}, not {etag}")
+            self.put(key, data)
+        return Tagged(_md5(data))
+
+    def get_tagged(self, key: str) -> Tagged:
+        data = self.get(key)
+        return Tagged(_md5(data), None, data)
+
+    @contextlib.contextmanager
+    def _cas_lock(self) -> Iterator[None]:
+        import fcntl
+
+        fd = os.open(self.root / f"{_TEMP_MARK}cas.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
+def _md5(data: bytes) -> str:
+    import hashlib
+
+    # the ETag S3 gives a single-part upload, so both stores name versions alike
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -385,6 +472,70 @@ class S3BlobStore:
             f"a newer version {latest.version_id} ({latest.size} bytes, {when}) was written over the sealed "
             f"version {version_id}"
         )
+
+    def put_if(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        etag: str | None,
+        retain_until: datetime | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Tagged:
+        """PutObject with ``If-None-Match: *`` (``etag=None``) or ``If-Match: "<etag>"``; a 412 (or the
+        404 AWS gives an ``If-Match`` on a missing key) is :class:`BlobConflict`."""
+        from minio.helpers import genheaders
+
+        validate_key(key)
+        self._ensure_bucket()
+        headers = genheaders(
+            {f"x-amz-meta-{k}": v for k, v in (metadata or {}).items()},
+            None,
+            None,
+            self._retention_of(retain_until),
+            False,
+        )
+        headers["Content-Type"] = "application/octet-stream"
+        if etag is None:
+            headers["If-None-Match"] = "*"
+        else:
+            headers["If-Match"] = f'"{etag}"'
+        try:
+            # the SDK's put_object turns unknown headers into user metadata; its single-part PUT does not
+            result = self._client._put_object(self.bucket, key, data, headers)
+        except Exception as exc:
+            code = getattr(exc, "code", None)
+            if code == "PreconditionFailed" or (etag is not None and code in ("NoSuchKey", "NoSuchObject")):
+                raise BlobConflict(
+                    f"put {key}: " + ("it already exists" if etag is None else f"its version is not {etag}")
+                ) from exc
+            raise _wrap(exc, f"put {key}") from exc
+        return Tagged(result.etag or "", result.version_id)
+
+    def get_tagged(self, key: str) -> Tagged:
+        validate_key(key)
+        self._ensure_bucket()
+        response = None
+        try:
+            response = self._client.get_object(self.bucket, key)
+            data = bytes(response.read())
+            tag = str(response.headers.get("ETag", "")).strip('"')
+            return Tagged(tag, response.headers.get("x-amz-version-id"), data)
+        except Exception as exc:
+            raise _wrap(exc, f"get {key}") from exc
+        finally:
+            if response is not None:
+                response.close()
+                response.release_conn()
+
+    def _retention_of(self, retain_until: datetime | None) -> Any:
+        if retain_until is None or self.object_lock == "off":
+            return None
+        from minio.commonconfig import COMPLIANCE, GOVERNANCE
+        from minio.retention import Retention
+
+        mode = COMPLIANCE if self.object_lock == "compliance" else GOVERNANCE
+        return Retention(mode, retain_until.astimezone(UTC))
 
     def set_legal_hold(self, key: str, on: bool) -> bool:
         """Set (``on``) or clear the S3 legal hold on every stored version of ``key``; False when the

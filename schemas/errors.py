@@ -116,6 +116,11 @@ class BlobNotFound(BlobStoreError):
     """The requested blob key does not exist."""
 
 
+class BlobConflict(BlobStoreError):
+    """A conditional write's precondition did not hold: the key already exists (create-only), or its
+    current version is not the one named (compare-and-swap)."""
+
+
 class IndexError_(BlackboxError):
     """The ClickHouse index failed (DDL, insert or query)."""
 
@@ -175,3 +180,17 @@ class ProofInvalid(VerificationError):
 
 class TransparencyLogError(BlackboxError):
     """The transparency log cannot be read, appended to or checkpointed (``consumers.tlog``)."""
+
+
+class WriterFenced(TransparencyLogError):
+    """This log writer lost the log: its compare-and-swap of the state failed or its lease ran out, so it
+    stopped writing (it reloads before writing again)."""
+
+
+class TileConflict(TransparencyLogError):
+    """A write-once tile, entry bundle or checkpoint already holds other bytes than the writer's: the log
+    forked or was tampered with. The writer stops; the object is named."""
+
+
+class LeaseHeld(BlackboxError):
+    """Another process holds the lease this one needs (a log writer's, or a retention writer's)."""

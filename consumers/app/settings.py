@@ -69,6 +69,27 @@ class ServiceSettings(BlackboxSettings):
         gt=0,
         description="Seconds between signed checkpoints while ingest appends (and one at the end).",
     )
+    retention_lease: float = Field(
+        60.0,
+        gt=0,
+        description=(
+            "Seconds a compaction, hold, release or erasure holds the retention lease in the blob store "
+            "(one retention writer at a time across hosts; renewed at each step)."
+        ),
+    )
+    retention_lease_wait: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds a retention command waits for another's lease before exiting with a message.",
+    )
+    tlog_lease: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Seconds an ingest process holds the log's writer lease (DESIGN 23): how long the others wait "
+            "before taking over from a holder that died or stopped."
+        ),
+    )
     tlog_tsa_url: str | None = Field(
         None, description="RFC 3161 time-stamping authority each checkpoint is stamped by; unset: none."
     )

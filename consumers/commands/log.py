@@ -63,6 +63,14 @@ def verify(
             "--since", help="An earlier checkpoint (from `log checkpoint`) the log must still extend."
         ),
     ] = None,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared",
+            help="Several ingest hosts, each with its own index, write this log: leaves of decisions this "
+            "index does not hold are the others' (a note, not a finding).",
+        ),
+    ] = False,
 ) -> None:
     """Check the log: consistency with --since, every tile, the index, timestamps and capture times."""
     from consumers.privacy.ids import index_ids
@@ -88,6 +96,7 @@ def verify(
             skew=timedelta(seconds=s.tlog_time_skew),
             tsa_roots=load_roots(s.tlog_tsa_roots) if s.tlog_tsa_roots else (),
             ids=index_ids(s),
+            shared=shared,
         )
     head = report.checkpoint
     terminal.echo(f"log {head.origin}: checkpoint of {head.size} leaves")

@@ -39,12 +39,21 @@ def erase_command(
     from consumers.privacy.ids import index_ids
     from consumers.retention.compaction import retention_dir
     from consumers.retention.erasure import Eraser
+    from consumers.retention.lease import retention_lease
     from consumers.retention.log import DeletionLog
     from producers.privacy.keys import DataKeyStore
 
     if (subject is None) == (not decision):
         raise ContractError("erase: give either --subject ORIGIN_USER_ID or --decision ID (repeatable)")
-    with open_runtime(existing_index=True) as rt:
+    with (
+        open_runtime(existing_index=True) as rt,
+        retention_lease(
+            rt.blob_store,
+            what="erasure",
+            ttl=rt.settings.retention_lease,
+            wait=rt.settings.retention_lease_wait,
+        ) as lease,
+    ):
         eraser = Eraser(
             index=rt.index,
             keys=DataKeyStore(rt.blob_store),
@@ -52,6 +61,7 @@ def erase_command(
             ids=index_ids(rt.settings),
         )
         ids = eraser.decisions_of(subject) if subject is not None else list(decision or ())
+        lease.check("the erasure")
         results = eraser.erase(ids, reason=reason)
     if as_json:
         terminal.echo_json(

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -20,11 +21,12 @@ from typing import Annotated
 import typer
 
 from consumers import terminal
-from consumers.app.runtime import open_runtime
+from consumers.app.runtime import Runtime, open_runtime
 from consumers.app.settings import load_service_settings
 from consumers.observability.logs import LogFormat, configure_logging
 from consumers.retention.clock import SystemClock
 from consumers.retention.compaction import CompactionResult
+from consumers.retention.lease import RetentionLease, retention_lease
 from consumers.retention.plan import CompactionPlan
 from schemas.errors import ContractError, RetentionError
 
@@ -77,8 +79,10 @@ def compact_command(
     settings = load_service_settings(retention_policy=policy)
     moment = _parse_time(as_of, "--as-of") if as_of else None
     err = terminal.console(err=True)
-    with open_runtime(settings, existing_index=True) as rt:
+    with open_runtime(settings, existing_index=True) as rt, _lease(rt, "compaction", dry_run) as lease:
         compactor = rt.compactor(clock=SystemClock())
+        if lease is not None:  # checked before every step: a holder stalled past its lease stops there
+            compactor._hook = lease.guard(compactor._hook)
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -94,6 +98,8 @@ def compact_command(
                 bar.update(task, total=plan.decisions + len(plan.pending_deletes))
 
             def progress(done: int, total: int) -> None:
+                if lease is not None:
+                    lease.check("the next batch")
                 bar.update(task, completed=done, total=total)
 
             result = compactor.run(as_of=moment, dry_run=dry_run, progress=progress, on_plan=on_plan)
@@ -109,6 +115,16 @@ def compact_command(
         _print_summary(result)
     if result.errors:
         raise typer.Exit(1)
+
+
+def _lease(rt: Runtime, what: str, dry_run: bool = False) -> AbstractContextManager[RetentionLease | None]:
+    """The retention lease across hosts (:mod:`consumers.retention.lease`); none for a dry run."""
+    return nullcontext() if dry_run else _held_lease(rt, what)
+
+
+def _held_lease(rt: Runtime, what: str) -> AbstractContextManager[RetentionLease]:
+    s = rt.settings
+    return retention_lease(rt.blob_store, what=what, ttl=s.retention_lease, wait=s.retention_lease_wait)
 
 
 def _print_summary(result: CompactionResult) -> None:
@@ -156,8 +172,10 @@ def hold_command(
     ],
 ) -> None:
     """Put a decision under legal hold: compaction and expiry leave it alone until released."""
-    with open_runtime(existing_index=True) as rt:
-        result = rt.legal_holds(clock=SystemClock()).hold(decision_id, reason=reason)
+    with open_runtime(existing_index=True) as rt, _held_lease(rt, "legal-hold") as lease:
+        holds = rt.legal_holds(clock=SystemClock())
+        lease.check("the hold")
+        result = holds.hold(decision_id, reason=reason)
     state = "held" if result.changed else "already held"
     terminal.echo(
         terminal.clean(f"{state}: {decision_id} ({result.content_state}) reason: {result.hold_reason}")
@@ -169,8 +187,10 @@ def release_command(
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit log).")],
 ) -> None:
     """Release a legal hold; the retention policy applies again from the next compaction."""
-    with open_runtime(existing_index=True) as rt:
-        result = rt.legal_holds(clock=SystemClock()).release(decision_id, reason=reason)
+    with open_runtime(existing_index=True) as rt, _held_lease(rt, "legal-release") as lease:
+        holds = rt.legal_holds(clock=SystemClock())
+        lease.check("the release")
+        result = holds.release(decision_id, reason=reason)
     state = "released" if result.changed else "was not held"
     terminal.echo(terminal.clean(f"{state}: {decision_id} ({result.content_state})"))
 

@@ -33,7 +33,10 @@ worker processes; the rest here, in the consumer's process):
    verified capture that violates one is flagged like an early flag (a failure ``flags`` row, made
    consequential at insert) and its results go to ``pact_violations``; an evaluation error is a row.
 8. **transparency log** (:mod:`consumers.tlog`, when configured): one leaf per verified capture that
-   is indexed - now, or by an earlier delivery that crashed before its leaf - and has none yet.
+   is indexed - now, or by an earlier delivery that crashed before its leaf - and has none yet,
+   integrated while this process holds the log's writer lease (one writer across every ingest host,
+   fenced in the object store: :mod:`consumers.tlog.log`). Commit order: segments, index rows, leaves
+   integrated, offsets.
 
 The caller (:mod:`consumers.ingest.loop`) commits offsets only after :meth:`BatchProcessor.process`
 returns. Failures of the blob store, the index or the DLQ propagate uncommitted; the whole batch is
@@ -224,6 +227,12 @@ class BatchProcessor:
     def close(self) -> None:
         """Stop the worker processes, if any."""
         self._pool.close()
+
+    def idle(self) -> None:
+        """Between batches, when the source had nothing: sign the log's pending leaves once the
+        checkpoint interval has passed, so the last captures of a burst are not left unsigned."""
+        if self.tlog is not None:
+            self.tlog.tick()
 
     def _context(self, now: datetime) -> PrepareContext:
         if self.trust is not self._trust_seen:  # a reloaded trust store: workers rebuild theirs

@@ -192,6 +192,7 @@ class IngestLoop:
                         break
                 if self._pending:
                     self._commit({})
+                self.processor.idle()
                 continue
             quiet_since = None
             self.run_batch(batch)

@@ -4,8 +4,8 @@ Compaction, legal hold and release each write full replacement versions of ``dec
 of them interleaving could roll each other's change back (a hold written from a row read before
 compaction flipped it). They take an exclusive ``flock`` on ``<data_dir>/retention/retention.lock``.
 
-Scope: processes sharing the data directory (the embedded setup, or one retention host). Several
-hosts running compaction against one ClickHouse server need an external lock; run one compactor.
+Scope: processes sharing the data directory (the embedded setup, or one retention host). Across
+hosts, the retention commands also take the lease in the blob store (:mod:`.lease`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ Checks, each failure a :class:`Finding` (the run goes on and reports them all):
 3. **index**: each ``tlog_leaves`` row holds the leaf at its index (``leaf-row``); every leaf's
    decision is in ``decisions`` with a manifest whose envelope hash is the leaf's (``leaf-mismatch``),
    or was expired by retention (logged in ``deletions``), else ``missing-capture``; every verified
-   decision has a leaf (``not-logged``).
+   decision has a leaf (``not-logged``). A decision logged twice is said plainly: a note when both
+   leaves are identical (a redelivered capture; nothing is lost or changed), ``duplicate-leaf`` when
+   they differ. With ``shared`` (several ingest hosts, each with its own index, write one log) a leaf
+   whose decision this index does not hold is another index's: counted in a note, not a finding.
 4. **time**: each checkpoint's RFC 3161 timestamp is for that note (and, given the TSA's roots,
    signed by it) (``timestamp``); a leaf whose ``capturedAt`` is later than the first checkpoint that
    includes it, by more than the skew, is ``captured-after-checkpoint`` (the checkpoint's time is
@@ -90,6 +93,7 @@ def audit(
     skew: timedelta = timedelta(minutes=5),
     tsa_roots: Sequence[x509.Certificate] = (),
     ids: IndexIds | None = None,
+    shared: bool = False,
 ) -> AuditReport:
     """Run every check of the module docstring; :class:`TransparencyLogError` only when there is no
     log to check (no checkpoint) or ``since`` is not a checkpoint of this log. ``ids`` unseals the
@@ -121,9 +125,11 @@ def audit(
 
     indexed = leaf_count(index)
     if indexed < head.size:
-        findings.append(
-            Finding("missing-capture", f"the index knows {indexed} leaves, the checkpoint signs {head.size}")
-        )
+        lag = f"the index knows {indexed} leaves, the checkpoint signs {head.size}"
+        if shared:
+            notes.append(lag + " (this index follows the log when its ingest next holds it)")
+        else:
+            findings.append(Finding("missing-capture", lag))
     size = max(indexed, head.size)
     leaves, tiles, tile_findings = _recompute(store, prefix, size, checkpoints)
     findings.extend(tile_findings)
@@ -131,7 +137,7 @@ def audit(
         notes.append(f"{indexed - head.size} leaves appended since the latest checkpoint (not signed yet)")
 
     findings.extend(_rows_match(index, leaves))
-    findings.extend(_captures(index, leaves, origin_ids=ids))
+    findings.extend(_captures(index, leaves, origin_ids=ids, shared=shared, notes=notes))
     stamped, signed, time_findings = _times(published, leaves, skew, tsa_roots)
     findings.extend(time_findings)
     unstamped = len(published) - stamped
@@ -217,16 +223,32 @@ def _rows_match(index: Index, leaves: list[bytes]) -> Iterator[Finding]:
             )
 
 
-def _captures(index: Index, leaves: list[bytes], *, origin_ids: IndexIds | None) -> Iterator[Finding]:
+def _captures(
+    index: Index, leaves: list[bytes], *, origin_ids: IndexIds | None, shared: bool, notes: list[str]
+) -> Iterator[Finding]:
     """Every leaf's decision is stored (or was expired) and matches; every verified decision is logged."""
     by_id: dict[str, tuple[int, bytes]] = {}
+    repeats: list[str] = []
     for i, leaf in enumerate(leaves):
         try:
             did = parse_leaf(leaf)["decisionId"]
         except ProofInvalid as exc:
             yield Finding("leaf-mismatch", f"leaf {i}: {exc}")
             continue
-        by_id.setdefault(did, (i, leaf))
+        first = by_id.setdefault(did, (i, leaf))
+        if first[0] != i:
+            if first[1] == leaf:
+                repeats.append(f"{did} (leaves {first[0]} and {i})")
+            else:
+                yield Finding(
+                    "duplicate-leaf",
+                    f"decision {did} is logged twice with different leaves ({first[0]} and {i})",
+                )
+    if repeats:
+        notes.append(
+            f"{len(repeats)} decisions are logged twice with identical leaves (a redelivered capture): "
+            + ", ".join(repeats[:5])
+        )
     ids = list(by_id)
     seen: set[str] = set()
     for start in range(0, len(ids), _CHUNK):
@@ -250,11 +272,20 @@ def _captures(index: Index, leaves: list[bytes], *, origin_ids: IndexIds | None)
     expired: set[str] = set()
     for start in range(0, len(missing), _CHUNK):
         expired.update(expired_ids(index, missing[start : start + _CHUNK]))
+    elsewhere = 0
     for did in missing:
-        if did not in expired:
-            yield Finding(
-                "missing-capture", f"decision {did} (leaf {by_id[did][0]}) is in the log but not in the index"
-            )
+        if did in expired:
+            continue
+        if shared:
+            elsewhere += 1
+            continue
+        yield Finding(
+            "missing-capture", f"decision {did} (leaf {by_id[did][0]}) is in the log but not in the index"
+        )
+    if elsewhere:
+        notes.append(
+            f"{elsewhere} leaves are decisions this index does not hold (other ingest hosts' indexes)"
+        )
     unlogged = [did for did in verified_ids(index) if did not in by_id]
     if unlogged:
         yield Finding(

@@ -7,9 +7,10 @@ Under the log's prefix ``P``:
   another root (the first checkpoint that includes a leaf is what the capturedAt skew check reads);
 - ``P/checkpoints/<size>.tsr`` — its RFC 3161 timestamp (``TimeStampResp`` DER), when a TSA is set.
 
-The order of writes is history, timestamp, latest: a crash leaves at worst a history entry the next
-publication repeats. A checkpoint is only ever published for a size whose tiles and index rows are
-durable (:mod:`consumers.tlog.log`).
+Only the log's writer publishes, while it holds the log (:meth:`consumers.tlog.writer.LogWriter.publish`):
+history (written once), timestamp, then latest (compare-and-swap, never rolled back). A crash leaves at
+worst a history entry the next publication repeats. A checkpoint is only ever published for a size the
+log's state holds, whose tiles are written.
 """
 
 from __future__ import annotations
@@ -101,35 +102,6 @@ class Published:
     note: str
     stored_at: datetime
     timestamp: bytes | None = None
-
-
-def publish(
-    store: BlobStore,
-    prefix: str,
-    signer: LogSigner,
-    *,
-    size: int,
-    root: bytes,
-    tsa_url: str | None = None,
-    retain_until: datetime | None = None,
-) -> str:
-    """Sign and store the checkpoint of ``size`` / ``root``; returns the note.
-
-    ``retain_until`` locks the checkpoint of this size and its timestamp (S3 Object Lock); the latest
-    pointer is rewritten at every publish and stays unlocked.
-    """
-    note = signer.sign(size, root)
-    store.put(history_key(prefix, size), note.encode("utf-8"), retain_until=retain_until)
-    if tsa_url:
-        from .timestamp import request_timestamp  # httpx and rfc3161-client only when a TSA is set
-
-        try:
-            stamp = request_timestamp(tsa_url, note.encode("utf-8"))
-            store.put(timestamp_key(prefix, size), stamp, retain_until=retain_until)
-        except TransparencyLogError as exc:  # trusted time is best effort; `log verify` reports the gap
-            logger.warning("checkpoint %d published without a timestamp: %s", size, exc)
-    store.put(checkpoint_key(prefix), note.encode("utf-8"))
-    return note
 
 
 def latest(store: BlobStore, prefix: str, key: LogKey | None = None) -> tuple[str, Checkpoint] | None:

@@ -3,21 +3,24 @@
 One append, inside ingest's batch after the segments and index rows are durable and before the
 offsets are committed (:mod:`consumers.ingest.batch`), in numbered steps:
 
-1. take the writer lock; the log's size is the index's leaf count (``tlog_leaves``); when it is not
-   the size this process last wrote (first use, or another writer on this host), reload the frontier
-   from the partial tiles of that size, and refuse a store whose checkpoint is ahead of the index;
-2. drop the decisions that already have a leaf (a redelivered batch), and repeats within the batch;
-3. write the new entry bundles and tiles (full ones first, then the partial tiles of the new size);
-4. insert the ``tlog_leaves`` rows: from here on the leaves are part of the log;
-5. publish a signed checkpoint when ``interval`` seconds passed since the last one.
+1. take this data directory's lock (processes sharing it), then **hold the log**: the lease in its
+   state object, taken by compare-and-swap (:mod:`.writer`). Another process holding it (on any host)
+   is waited for, polling, up to one lease; a holder that died is taken over when its lease expires;
+2. bring this index's ``tlog_leaves`` up to the state's size from the entry bundles (what other
+   writers integrated): the log's size and order come from its state, never from counting rows;
+3. drop the decisions that already have a leaf (a redelivered batch, on this host or another), and
+   repeats within the batch;
+4. **integrate** the rest: staged bundle, compare-and-swap of the state, then the tiles written once;
+   a lost swap reloads and tries again (steps 1-3, up to 5 times), else the batch fails uncommitted;
+5. publish a signed checkpoint when ``interval`` seconds passed since the last one, then release the
+   lease so the other ingest processes can integrate their batches;
+6. insert the ``tlog_leaves`` rows of what was integrated (idempotent: keyed by leaf index).
 
-A crash after 3 leaves tiles beyond the index's size: the next append writes that range again
-(nothing signed covers it yet). A crash after 4 leaves leaves without a checkpoint: the next
-publication (at the interval, at the end of a drain, when ingest stops) covers them. Tiles always
-precede the rows that count them, and rows precede the checkpoint that signs them.
-
-Scope of the lock: processes on this host sharing the data directory. Several ingest hosts appending
-to one log need one writer; give each deployment its own ``BLACKBOX_TLOG_PREFIX`` and origin.
+A crash before the swap in 4 leaves nothing in the log: the capture's offset is not committed, its
+redelivery (to any host) logs it. A crash after the swap leaves the leaves in the log (the staged
+bundle is applied by the next holder) and maybe no rows: step 2 writes them from the tiles, and step 3
+keeps the redelivered capture from appearing twice. Ingest's commit order is segments, index rows,
+leaves integrated, offsets.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,11 +37,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from schemas.errors import TransparencyLogError
+from producers.evidence.tlog import parse_leaf
+from producers.evidence.trust import parse_time
+from schemas.errors import LeaseHeld, ProofInvalid, TransparencyLogError, WriterFenced
 
-from .checkpoints import LogSigner, latest, load_log_signer, publish
-from .frontier import Frontier, object_key
+from .checkpoints import LogSigner, load_log_signer
 from .store import LeafRow, insert_leaves, leaf_count, logged_ids
+from .tiles import WIDTH, TreeReader
+from .writer import LogWriter
 
 if TYPE_CHECKING:
     from consumers.index import Index
@@ -45,7 +52,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Entry", "LogSettings", "TransparencyLog"]
+__all__ = ["Entry", "LogSettings", "TransparencyLog", "catch_up"]
+
+_ATTEMPTS = 5  # integrations tried per batch when another writer swaps in between (each reloads)
 
 
 class LogSettings(Protocol):
@@ -65,6 +74,8 @@ class LogSettings(Protocol):
     @property
     def tlog_tsa_url(self) -> str | None: ...
     @property
+    def tlog_lease(self) -> float: ...
+    @property
     def s3_object_lock(self) -> str: ...
     @property
     def s3_object_lock_log_days(self) -> int: ...
@@ -80,7 +91,7 @@ class Entry:
 
 
 class TransparencyLog:
-    """The appending side of one log (module docstring). Not thread-safe; one per ingest process."""
+    """The appending side of one log in one ingest process (module docstring). Not thread-safe."""
 
     def __init__(
         self,
@@ -93,6 +104,8 @@ class TransparencyLog:
         interval: float = 10.0,
         tsa_url: str | None = None,
         retain_for: timedelta | None = None,
+        lease: float = 30.0,
+        writer: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -101,15 +114,24 @@ class TransparencyLog:
         self.signer = signer
         self.prefix = prefix.strip("/")
         self.interval = interval
-        self.tsa_url = tsa_url
-        # S3 Object Lock retention of every tile and checkpoint written (None: no lock)
-        self.retain_for = retain_for
+        self.lease = lease
         self._lock_path = lock_path
         self._clock = clock
         self._now = now
-        self._frontier: Frontier | None = None
-        self._published = -1  # size of the latest checkpoint in the store (-1: not read yet)
+        # processes sharing this data directory share one writer identity: the flock orders them,
+        # the compare-and-swap makes a stale one reload
+        self.writer = LogWriter(
+            store=store,
+            prefix=self.prefix,
+            signer=signer,
+            writer=writer or f"{socket.gethostname()}:{lock_path}",
+            lease=lease,
+            retain_for=retain_for,
+            tsa_url=tsa_url,
+            bootstrap_size=lambda: leaf_count(index),
+        )
         self._last_publish = clock()
+        self._unsigned = False  # leaves appended here since this process last published
 
     @classmethod
     def from_settings(cls, settings: LogSettings, *, store: BlobStore, index: Index) -> TransparencyLog:
@@ -122,6 +144,7 @@ class TransparencyLog:
             lock_path=settings.data_dir / "tlog" / (prefix.replace("/", "_") + ".lock"),
             interval=settings.tlog_checkpoint_interval,
             tsa_url=settings.tlog_tsa_url,
+            lease=settings.tlog_lease,
             retain_for=(
                 timedelta(days=settings.s3_object_lock_log_days) if settings.s3_object_lock != "off" else None
             ),
@@ -129,96 +152,101 @@ class TransparencyLog:
 
     @property
     def size(self) -> int:
-        """The size this process last appended to or loaded (the index's count is authoritative)."""
-        return self._frontier.size if self._frontier is not None else 0
+        """The log's size as this process last held it (the state object is authoritative)."""
+        return self.writer.size
 
     # --- append ---------------------------------------------------------------------------------------
     def append(self, entries: Sequence[Entry], *, hook: Callable[[str], None] | None = None) -> int:
-        """Append the entries not in the log yet (steps 1-5 of the module docstring); returns how many."""
+        """Append the entries not in the log yet (steps 1-6 of the module docstring); returns how many."""
         if not entries:
             return 0
         with self._locked():
-            frontier = self._current()
-            known = logged_ids(self.index, [e.decision_id for e in entries])
-            fresh: list[Entry] = []
-            for entry in entries:
-                if entry.decision_id not in known:
-                    known.add(entry.decision_id)
-                    fresh.append(entry)
-            if fresh:
-                new, objects, order = frontier.extend([e.leaf for e in fresh])
-                until = self._retain_until()
-                for name in order:
-                    self.store.put(object_key(self.prefix, name), objects[name], retain_until=until)
+            done = None
+            for attempt in range(1, _ATTEMPTS + 1):
+                self._hold()
+                fresh = self._fresh(entries)
+                if not fresh:
+                    break
+                try:
+                    done = self.writer.integrate([e.leaf for e in fresh])
+                except WriterFenced:
+                    if attempt == _ATTEMPTS:
+                        raise
+                    continue  # another writer swapped first: reload and deduplicate again
                 if hook is not None:
                     hook("after_tlog_tiles")
+                self._unsigned = True
+                break
+            if self._clock() - self._last_publish >= self.interval:
+                self._publish()
+            self.writer.release()  # the other ingest processes integrate while this one writes its rows
+            if done is not None:
                 at = self._now()
                 insert_leaves(
                     self.index,
                     [
-                        LeafRow(frontier.size + i, e.decision_id, e.captured_at, e.leaf, at)
+                        LeafRow(done.first + i, e.decision_id, e.captured_at, e.leaf, at)
                         for i, e in enumerate(fresh)
                     ],
                 )
-                self._frontier = new
             if hook is not None:
                 hook("after_tlog_append")
-            if self._clock() - self._last_publish >= self.interval:
-                self._publish()
         return len(fresh)
 
+    def tick(self) -> None:
+        """When idle: publish a checkpoint if this process appended since its last one and the interval
+        passed. Never raises (the next append or tick tries again); a failure is logged."""
+        if not self._unsigned or self._clock() - self._last_publish < self.interval:
+            return
+        try:
+            self.publish()
+        except Exception as exc:  # the store or the lease: not a reason to stop ingest
+            self._last_publish = self._clock()
+            logger.warning("transparency log %s: no checkpoint this time: %s", self.prefix, exc)
+
     def publish(self) -> str | None:
-        """Publish a checkpoint for the current size, unless the latest one already has it; returns the note."""
+        """Publish a checkpoint for the log's size, unless the latest one already has it; returns the note."""
         with self._locked():
-            self._current()
-            return self._publish()
+            self._hold()
+            try:
+                return self._publish()
+            finally:
+                self.writer.release()
 
     def _publish(self) -> str | None:
         self._last_publish = self._clock()
-        frontier = self._frontier
-        if frontier is None or frontier.size == self._published:
-            return None
-        note = publish(
-            self.store,
-            self.prefix,
-            self.signer,
-            size=frontier.size,
-            root=frontier.root(),
-            tsa_url=self.tsa_url,
-            retain_until=self._retain_until(),
-        )
-        self._published = frontier.size
-        logger.info("transparency log %s: checkpoint at %d leaves", self.prefix, frontier.size)
-        return note
-
-    def _retain_until(self) -> datetime | None:
-        return self._now() + self.retain_for if self.retain_for is not None else None
+        self._unsigned = False
+        return self.writer.publish()
 
     # --- state ----------------------------------------------------------------------------------------
-    def _current(self) -> Frontier:
-        """The frontier at the index's size, reloaded from the tiles when this process is behind."""
-        size = leaf_count(self.index)
-        if self._frontier is not None and self._frontier.size == size:
-            return self._frontier
-        frontier = Frontier.load(self.store, self.prefix, size)
-        stored = latest(self.store, self.prefix, self.signer.key)
-        published = stored[1] if stored is not None else None
-        if published is not None and (
-            published.size > size or (published.size == size and published.root != frontier.root())
-        ):
-            raise TransparencyLogError(
-                f"the log at {self.prefix!r} has a checkpoint of {published.size} leaves that the index "
-                f"({size} leaves) does not match: another index writes to this log, or the index lost rows. "
-                "Refusing to sign a checkpoint inconsistent with it; set BLACKBOX_TLOG_PREFIX for this index"
-            )
-        self._frontier = frontier
-        self._published = published.size if published is not None else 0
-        return frontier
+    def _hold(self) -> None:
+        """Hold the log, waiting up to one lease (and a little) for another holder; then catch the index up."""
+        deadline = time.monotonic() + self.lease + 5.0
+        pause = 0.005
+        while True:
+            try:
+                state = self.writer.hold()
+                break
+            except LeaseHeld as exc:
+                if time.monotonic() >= deadline:
+                    raise TransparencyLogError(f"could not hold the transparency log: {exc}") from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        catch_up(self.index, self.store, self.prefix, state.size, now=self._now())
+
+    def _fresh(self, entries: Sequence[Entry]) -> list[Entry]:
+        known = logged_ids(self.index, [e.decision_id for e in entries])
+        fresh: list[Entry] = []
+        for entry in entries:
+            if entry.decision_id not in known:
+                known.add(entry.decision_id)
+                fresh.append(entry)
+        return fresh
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -227,3 +255,30 @@ class TransparencyLog:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+def catch_up(index: Index, store: BlobStore, prefix: str, size: int, *, now: datetime | None = None) -> int:
+    """Write the ``tlog_leaves`` rows this index lacks up to ``size`` from the entry bundles (what other
+    writers integrated, or rows a crash lost); returns how many. Rows are keyed by leaf index, so a
+    repeat is harmless."""
+    have = leaf_count(index)
+    if have >= size:
+        return 0
+    reader = TreeReader(store, prefix, size)
+    at = now or datetime.now(UTC)
+    rows: list[LeafRow] = []
+    for n in range(have // WIDTH, -(-size // WIDTH)):
+        for i, leaf in enumerate(reader.entries(n)):
+            position = n * WIDTH + i
+            if position < have:
+                continue
+            try:
+                fields = parse_leaf(leaf)
+                captured = parse_time(fields["capturedAt"])
+                decision = fields["decisionId"]
+            except (ProofInvalid, ValueError):  # not a capture's leaf: kept, `log verify` names it
+                decision, captured = "", at
+            rows.append(LeafRow(position, decision, captured, leaf, at))
+    for start in range(0, len(rows), 10_000):
+        insert_leaves(index, rows[start : start + 10_000])
+    return len(rows)

@@ -22,7 +22,7 @@ from consumers.tlog import prove
 from consumers.tlog.audit import AuditReport, audit
 from consumers.tlog.checkpoints import LogSigner, latest, load_log_signer
 from consumers.tlog.frontier import object_key
-from consumers.tlog.log import Entry, TransparencyLog
+from consumers.tlog.log import Entry, TransparencyLog, catch_up
 from consumers.tlog.tiles import TreeReader
 from consumers.tlog.timestamp import load_roots
 from producers.blobstore import LocalBlobStore
@@ -148,11 +148,14 @@ def test_a_batch_that_died_between_its_rows_and_its_leaves_is_logged_on_redelive
             raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        processor.process(batch, hook=die)  # decisions indexed, tiles written, no leaf rows
+        processor.process(batch, hook=die)  # decisions indexed, leaves integrated (swapped), no leaf rows
+    assert index.query("SELECT count() AS n FROM tlog_leaves")[0]["n"] == 0
     fresh = _processor(store, index, signer, _log(store, index, log_signer, tmp_path), tmp_path)  # a restart
     redelivered = fresh.process(batch)
-    assert redelivered.duplicates == 12 and redelivered.logged == 12
+    # the swap made them part of the log before the crash: the rows come from the tiles, no leaf twice
+    assert redelivered.duplicates == 12 and redelivered.logged == 0
     assert fresh.tlog is not None and fresh.tlog.publish() is not None
+    assert fresh.tlog.size == 12
     report = _audit(store, index, log_signer)
     assert report.ok and report.leaves == 12, report.findings
 
@@ -235,17 +238,34 @@ def test_log_verify_catches_a_deleted_capture_a_rewritten_log_and_a_changed_tile
     assert "tile" in _kinds(_audit(store, index, log_signer))
 
 
-def test_an_appender_refuses_a_log_whose_checkpoint_its_index_does_not_match(
+def test_the_index_is_not_the_sequencer_a_second_index_catches_up_from_the_tiles(
     store: LocalBlobStore, index: ChdbIndex, log_signer: LogSigner, tmp_path: Path
 ) -> None:
+    """Another index on the same log (another ingest host), or one that lost rows, cannot fork it: the
+    size and order come from the log's state, the rows from the entry bundles."""
     log = _log(store, index, log_signer, tmp_path)
     now = dt.datetime.now(dt.UTC)
-    log.append([Entry("d1", now, b'{"x":1}'), Entry("d2", now, b'{"x":2}')])
-    log.publish()
-    with chdb_index(tmp_path / "chdb") as other_index:  # another (empty) index on the same log prefix
-        other = _log(store, other_index, log_signer, tmp_path)
-        with pytest.raises(TransparencyLogError, match="another index writes to this log"):
-            other.append([Entry("d3", now, b'{"x":3}')])
+
+    def leaf(did: str) -> bytes:
+        return leaf_bytes(decision_id=did, captured_at=now.isoformat(), envelope_hash="sha256:" + "cd" * 32)
+
+    assert log.append([Entry("d1", now, leaf("d1")), Entry("d2", now, leaf("d2"))]) == 2
+    with chdb_index(tmp_path / "chdb") as other_index:  # another (empty) index on the same log
+        other = _log(store, other_index, log_signer, tmp_path / "other")
+        # d2 redelivered to the other host is not logged twice; d3 goes after it
+        assert other.append([Entry("d2", now, leaf("d2")), Entry("d3", now, leaf("d3"))]) == 1
+        rows = {
+            r["decision_id"]: r["leaf_index"] for r in other_index.query("SELECT * FROM tlog_leaves FINAL")
+        }
+        assert rows == {"d1": 0, "d2": 1, "d3": 2}
+    # the first index lost a row: it is written again from the tiles, and nothing forks
+    index.command("ALTER TABLE tlog_leaves DELETE WHERE leaf_index = 1 SETTINGS mutations_sync = 1")
+    assert log.append([Entry("d4", now, leaf("d4"))]) == 1
+    rows = {r["decision_id"]: r["leaf_index"] for r in index.query("SELECT * FROM tlog_leaves FINAL")}
+    assert rows == {"d1": 0, "d2": 1, "d3": 2, "d4": 3}
+    note = log.publish()
+    assert note is not None and open_checkpoint(note, log_signer.vkey).size == 4
+    assert TreeReader(store, PREFIX, 4).root() == merkle_root([leaf(f"d{i}") for i in range(1, 5)])
 
 
 def test_checkpoints_carry_rfc3161_time_and_a_capture_dated_after_its_checkpoint_is_reported(
@@ -277,3 +297,69 @@ def test_checkpoints_carry_rfc3161_time_and_a_capture_dated_after_its_checkpoint
         wrong = load_roots(stranger.write_roots(tmp_path / "other.pem"))
     distrusted = _audit(store, index, log_signer, tsa_roots=wrong, skew=dt.timedelta(hours=1))
     assert _kinds(distrusted) == {"timestamp"}
+
+
+def test_log_verify_says_plainly_when_a_decision_is_logged_twice(
+    store: LocalBlobStore, index: ChdbIndex, signer: Signer, log_signer: LogSigner, tmp_path: Path
+) -> None:
+    """Ingest deduplicates before integrating; a leaf that got in twice anyway (a writer whose index
+    lost rows mid-log) is a note when identical and a finding when different."""
+    log = _log(store, index, log_signer, tmp_path)
+    processor = _processor(store, index, signer, log, tmp_path)
+    captures = _captures(signer, range(3))
+    processor.process(_msgs([encoded(c, signer) for c in captures]))
+    twice = capture_leaf(captures[1])
+    log.writer.hold()
+    log.writer.integrate([twice])  # past the deduplication, as a buggy or forked writer would
+    log.writer.release()
+    log.publish()
+    catch_up(index, store, PREFIX, 4)
+    report = _audit(store, index, log_signer)
+    assert report.ok, report.findings
+    assert any(
+        "logged twice with identical leaves" in n and captures[1]["decisionId"] in n for n in report.notes
+    )
+
+    changed = leaf_bytes(  # the same decision with another envelope
+        decision_id=captures[2]["decisionId"],
+        captured_at=captures[2]["capturedAt"],
+        envelope_hash="sha256:" + "ee" * 32,
+    )
+    log.writer.hold()
+    log.writer.integrate([changed])
+    log.writer.release()
+    log.publish()
+    catch_up(index, store, PREFIX, 5)
+    assert "duplicate-leaf" in _kinds(_audit(store, index, log_signer))
+
+
+def test_log_verify_shared_counts_other_hosts_decisions_in_a_note(
+    store: LocalBlobStore, index: ChdbIndex, log_signer: LogSigner, tmp_path: Path
+) -> None:
+    log = _log(store, index, log_signer, tmp_path)
+    now = dt.datetime.now(dt.UTC)
+    leaf = leaf_bytes(
+        decision_id="elsewhere", captured_at=now.isoformat(), envelope_hash="sha256:" + "ab" * 32
+    )
+    log.append([Entry("elsewhere", now, leaf)])
+    log.publish()
+    assert _kinds(_audit(store, index, log_signer)) == {"missing-capture"}
+    shared = _audit(store, index, log_signer, shared=True)
+    assert shared.ok and any("other ingest hosts" in n for n in shared.notes)
+
+
+def test_an_idle_ingest_signs_its_last_leaves_once_the_interval_passed(
+    store: LocalBlobStore, index: ChdbIndex, log_signer: LogSigner, tmp_path: Path
+) -> None:
+    moments = iter([0.0, 1.0, 1.5, 12.0, 12.0, 13.0])
+    log = _log(store, index, log_signer, tmp_path, interval=10.0, clock=lambda: next(moments))
+    now = dt.datetime.now(dt.UTC)
+    leaf = leaf_bytes(decision_id="d1", captured_at=now.isoformat(), envelope_hash="sha256:" + "ab" * 32)
+    log.append([Entry("d1", now, leaf)])  # at 1.0: no checkpoint yet
+    assert latest(store, PREFIX) is None
+    log.tick()  # at 1.5: the interval has not passed
+    assert latest(store, PREFIX) is None
+    log.tick()  # at 12.0: it has, and a leaf is unsigned
+    current = latest(store, PREFIX, log_signer.key)
+    assert current is not None and current[1].size == 1
+    log.tick()  # nothing new: no second publication
