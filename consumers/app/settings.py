@@ -12,9 +12,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from producers.settings import BlackboxSettings, read_settings
+
+
+class TlogWitness(BaseModel):
+    """A witness the log submits its checkpoints to (C2SP tlog-witness; DESIGN 24)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="The witness's name: the key name in its cosignature lines.")
+    url: str = Field(pattern=r"^https?://", description="Base URL; checkpoints go to <url>/add-checkpoint.")
+    vkey: str = Field(description="The witness's cosignature verifier key (name+key id+base64).")
 
 
 class ServiceSettings(BlackboxSettings):
@@ -95,6 +105,13 @@ class ServiceSettings(BlackboxSettings):
     )
     tlog_tsa_roots: Path | None = Field(
         None, description="PEM certificates `blackbox log verify` checks the TSA's timestamps against."
+    )
+    tlog_witnesses: list[TlogWitness] = Field(
+        default_factory=list,
+        description='Witnesses cosigning each checkpoint, JSON: [{"name", "url", "vkey"}, ...]; unset: none.',
+    )
+    tlog_public_url: str | None = Field(
+        None, description="Where outsiders read the log's tiles and checkpoints (for `log witness-config`)."
     )
     tlog_time_skew: float = Field(
         300.0,
