@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from producers.settings import BlackboxSettings, read_settings
 
@@ -25,6 +25,20 @@ class TlogWitness(BaseModel):
     name: str = Field(description="The witness's name: the key name in its cosignature lines.")
     url: str = Field(pattern=r"^https?://", description="Base URL; checkpoints go to <url>/add-checkpoint.")
     vkey: str = Field(description="The witness's cosignature verifier key (name+key id+base64).")
+
+    @field_validator("vkey")
+    @classmethod
+    def _a_witness_key_named_like_the_witness(cls, value: str, info: ValidationInfo) -> str:
+        from producers.evidence.cosignature import witness_key
+        from schemas.errors import ProofInvalid
+
+        try:
+            key = witness_key(value)
+        except ProofInvalid as exc:
+            raise ValueError(str(exc).removeprefix("witness: ")) from exc
+        if key.name != info.data.get("name"):
+            raise ValueError(f"the vkey is for {key.name!r}, the witness is named {info.data.get('name')!r}")
+        return value
 
 
 class ServiceSettings(BlackboxSettings):

@@ -29,6 +29,7 @@ from ingest_testdata import make_capture, new_signer, sealed, trust_for
 from typer.testing import CliRunner
 
 from consumers.cli import app
+from consumers.observability.metrics import INGEST_REGISTRY
 from consumers.tlog.checkpoints import load_log_signer
 from consumers.tlog.witness import latest_cosigned_key, state_key
 from producers.blobstore import LocalBlobStore
@@ -195,6 +196,9 @@ def test_the_real_witness_cosigns_blackbox_checkpoints_and_refuses_a_split_view(
     assert "checkpoint of 12 leaves" in status.output
     assert "witness witness.test/one (" in status.output and "cosigned 12 leaves" in status.output
     assert "witness witness.test/two" in status.output and "has not cosigned yet" in status.output
+    metric = "blackbox_tlog_witness_cosigned_size"  # consume ran in this process: its registry has it
+    assert INGEST_REGISTRY.get_sample_value(metric, {"witness": w1.name}) == 12
+    assert INGEST_REGISTRY.get_sample_value(metric, {"witness": w2.name}) is None
 
     # blackbox verifies the witness's cosignature; so do the Go note libraries
     cosigned = tmp_path / "cosigned-12"
@@ -250,6 +254,8 @@ def test_the_real_witness_cosigns_blackbox_checkpoints_and_refuses_a_split_view(
     )  # fmt: skip
     assert refused.exit_code == 1, refused.output
     assert "part=transparency.witness" in refused.output and "cosigned by 0 of the 1" in refused.output
+    unwitnessed = split.cli("log", "verify", "--witness", w1.vkey, "--witness-quorum", "1")
+    assert unwitnessed.exit_code == 1 and "FINDING witness: no cosigned checkpoint" in unwitnessed.output
     # while the log's own signature on it verifies: only the witness tells the histories apart
     plain = split.cli(
         "verify", "--bundle", str(forked), "--trust", str(split.data / "trust.toml"), "--log-key", log_vkey
