@@ -59,7 +59,9 @@ def prove(
     index: Index | None = None,
     prefix: str | None = None,
 ) -> dict[str, Any]:
-    """The inclusion proof of ``decision_id``'s leaf under the latest checkpoint, as JSON::
+    """The inclusion proof of ``decision_id``'s leaf under the latest checkpoint, as JSON (under the
+    latest *cosigned* checkpoint instead when one covers the leaf, so bundles carry the witnesses'
+    cosignatures; DESIGN 24)::
 
         {"leafIndex": int, "treeSize": int, "hashes": [base64, ...],
          "checkpoint": "<signed note>", "leaf": base64 of the leaf bytes}
