@@ -242,6 +242,18 @@ def test_the_real_witness_cosigns_blackbox_checkpoints_and_refuses_a_split_view(
     )
     assert go.returncode == 0 and " 20 1 witnesses" in go.stdout, go.stderr
 
+    # while no witness answers, bundles of leaves a cosigned checkpoint covers still carry its cosignature
+    log.ingest(20, 3, [w2])
+    assert "checkpoint of 23 leaves" in log.cli("log", "status").output
+    covered = json.loads(log.bundle(tmp_path, 5).read_text())
+    assert covered["transparency"]["proof"]["treeSize"] == 20
+    w1_only = ["--log-key", log_vkey, "--witness", w1.vkey, "--witness-quorum", "1"]
+    assert (
+        log.cli("verify", "--bundle", str(log.bundle(tmp_path, 5)), "--trust", trust, *w1_only).exit_code == 0
+    )
+    newest = log.cli("verify", "--bundle", str(log.bundle(tmp_path, 21)), "--trust", trust, *w1_only)
+    assert newest.exit_code == 1 and "cosigned by 0 of the 1" in newest.output
+
     # a split view: same origin and key, other leaves; the witness refuses, its bundle fails the quorum
     split = Log(tmp_path / "b", key, runner)
     split.ingest(100, 21, [w1])
