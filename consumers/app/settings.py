@@ -12,9 +12,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from producers.settings import BlackboxSettings, read_settings
+
+
+class TlogWitness(BaseModel):
+    """A witness the log submits its checkpoints to (C2SP tlog-witness; DESIGN 24)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="The witness's name: the key name in its cosignature lines.")
+    url: str = Field(pattern=r"^https?://", description="Base URL; checkpoints go to <url>/add-checkpoint.")
+    vkey: str = Field(description="The witness's cosignature verifier key (name+key id+base64).")
+
+    @field_validator("vkey")
+    @classmethod
+    def _a_witness_key_named_like_the_witness(cls, value: str, info: ValidationInfo) -> str:
+        from producers.evidence.cosignature import witness_key
+        from schemas.errors import ProofInvalid
+
+        try:
+            key = witness_key(value)
+        except ProofInvalid as exc:
+            raise ValueError(str(exc).removeprefix("witness: ")) from exc
+        if key.name != info.data.get("name"):
+            raise ValueError(f"the vkey is for {key.name!r}, the witness is named {info.data.get('name')!r}")
+        return value
 
 
 class ServiceSettings(BlackboxSettings):
@@ -95,6 +119,13 @@ class ServiceSettings(BlackboxSettings):
     )
     tlog_tsa_roots: Path | None = Field(
         None, description="PEM certificates `blackbox log verify` checks the TSA's timestamps against."
+    )
+    tlog_witnesses: list[TlogWitness] = Field(
+        default_factory=list,
+        description='Witnesses cosigning each checkpoint, JSON: [{"name", "url", "vkey"}, ...]; unset: none.',
+    )
+    tlog_public_url: str | None = Field(
+        None, description="Where outsiders read the log's tiles and checkpoints (for `log witness-config`)."
     )
     tlog_time_skew: float = Field(
         300.0,

@@ -4,8 +4,11 @@
   ``log verify --since`` proves the log still extends.
 - ``log key`` prints the log's verifier key (``<origin>+<key id>+<base64>``).
 - ``log prove ID`` prints the inclusion proof of a decision's leaf as JSON.
-- ``log verify [--since CHECKPOINT_FILE]`` checks the whole log (:mod:`consumers.tlog.audit`) and
-  prints one line per finding. Exit codes: 0 nothing found; 1 findings; 2 errors (no log, a
+- ``log verify [--since CHECKPOINT_FILE] [--witness VKEY ... --witness-quorum K]`` checks the whole log
+  (:mod:`consumers.tlog.audit`) and prints one line per finding; with ``--witness``, the latest cosigned
+  checkpoint must carry K of those witnesses' cosignatures (DESIGN 24).
+- ``log status`` prints the log's size and each configured witness's last cosigned size.
+- ``log witness-config --url URL`` prints this log in transparency-dev/witness's configuration format. Exit codes: 0 nothing found; 1 findings; 2 errors (no log, a
   ``--since`` file that is not this log's checkpoint, services unreachable).
 """
 
@@ -13,13 +16,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from consumers import terminal
 from consumers.app.runtime import open_runtime
-from schemas.errors import ContractError, TransparencyLogError
+from schemas.errors import ContractError, ProofInvalid, TransparencyLogError
 
 __all__ = ["register"]
 
@@ -71,6 +74,14 @@ def verify(
             "index does not hold are the others' (a note, not a finding).",
         ),
     ] = False,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option("--witness", help="A witness's cosignature verifier key (text or file); repeatable."),
+    ] = None,
+    witness_quorum: Annotated[
+        int | None,
+        typer.Option("--witness-quorum", help="How many --witness keys must have cosigned (default all)."),
+    ] = None,
 ) -> None:
     """Check the log: consistency with --since, every tile, the index, timestamps and capture times."""
     from consumers.privacy.ids import index_ids
@@ -98,6 +109,7 @@ def verify(
             ids=index_ids(s),
             shared=shared,
         )
+        witnessed = _witnessed(rt.blob_store, s.resolved_tlog_prefix, signer.key, witness, witness_quorum)
     head = report.checkpoint
     terminal.echo(f"log {head.origin}: checkpoint of {head.size} leaves")
     if report.since is not None:
@@ -110,10 +122,72 @@ def verify(
         terminal.echo(f"note: {terminal.clean(note)}")
     for finding in report.findings:
         terminal.echo(f"FINDING {terminal.clean(finding.kind)}: {terminal.clean(finding.detail)}")
-    if not report.ok:
-        terminal.echo(f"NOT VERIFIED: {len(report.findings)} findings")
+    if witnessed:
+        terminal.echo(terminal.clean(witnessed))
+    failed = len(report.findings) + witnessed.startswith("FINDING")
+    if not report.ok or failed:
+        terminal.echo(f"NOT VERIFIED: {failed} findings")
         raise typer.Exit(EXIT_FINDINGS)
     terminal.echo("verified: the log extends every checkpoint and accounts for every capture")
+
+
+def _witnessed(store: Any, prefix: str, key: Any, witness: list[str] | None, quorum: int | None) -> str:
+    """The line about the latest cosigned checkpoint ("" without --witness)."""
+    from consumers.tlog.witness import check_cosigned
+
+    vkeys = [_read_key(w) for w in witness or []]
+    if not vkeys and not quorum:
+        return ""
+    try:
+        checkpoint, report = check_cosigned(
+            store, prefix, log_key=key, witnesses=vkeys, quorum=len(vkeys) if quorum is None else quorum
+        )
+    except (ProofInvalid, TransparencyLogError) as exc:
+        return f"FINDING witness: {exc}"
+    return f"checkpoint of {checkpoint.size} leaves {report.line()}"
+
+
+def _read_key(value: str) -> str:
+    path = Path(value)
+    if "+" not in value and path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    return value.strip()
+
+
+def status() -> None:
+    """Print the log's latest checkpoint size and each configured witness's last cosigned size."""
+    from consumers.tlog.checkpoints import latest
+    from consumers.tlog.witness import read_states
+
+    with open_runtime() as rt:
+        s = rt.settings
+        current = latest(rt.blob_store, s.resolved_tlog_prefix)
+        states = read_states(rt.blob_store, s.resolved_tlog_prefix, [w.name for w in s.tlog_witnesses])
+    typer.echo(f"log {s.tlog_origin}: checkpoint of {current[1].size if current else 0} leaves")
+    for w, state in zip(s.tlog_witnesses, states, strict=True):
+        seen = f"cosigned {state.size} leaves at {state.cosigned_at}" if state else "has not cosigned yet"
+        typer.echo(f"witness {w.name} ({w.url}): {seen}")
+
+
+def witness_config(
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help="Where outsiders read this log (default BLACKBOX_TLOG_PUBLIC_URL)."),
+    ] = None,
+) -> None:
+    """Print this log as transparency-dev/witness's omniwitness --additional_logs YAML expects it."""
+    from consumers.tlog import log_vkey
+    from consumers.tlog.witness import witness_config_yaml
+
+    with open_runtime() as rt:
+        vkey = log_vkey(rt)
+        origin = rt.settings.tlog_origin
+        public = url or rt.settings.tlog_public_url
+    if not public:
+        raise ContractError(
+            "give --url (or set BLACKBOX_TLOG_PUBLIC_URL): where witnesses read this log", path="--url"
+        )
+    typer.echo(witness_config_yaml(origin=origin, vkey=vkey, url=public), nl=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -124,4 +198,6 @@ def register(app: typer.Typer) -> None:
     log_app.command("key")(key)
     log_app.command("prove")(prove)
     log_app.command("verify")(verify)
+    log_app.command("status")(status)
+    log_app.command("witness-config")(witness_config)
     app.add_typer(log_app, name="log")

@@ -51,14 +51,23 @@ def _unwrap_show_view(document: dict[str, Any], path: Path) -> dict[str, Any]:
     )
 
 
-def _verify_bundle(path: Path, trust: Path | None, log_key: str | None) -> None:
+def _verify_bundle(
+    path: Path, trust: Path | None, log_key: str | None, witnesses: list[str], quorum: int | None
+) -> None:
     from producers.evidence.bundle import run
 
     if trust is None:
         raise ContractError(
             "--bundle needs --trust KEYFILE (a trust store TOML or the signer's public key)", path="--trust"
         )
-    code = run(path, trust, log_key=log_key, out=_Echo())
+    code = run(
+        path,
+        trust,
+        log_key=log_key,
+        witnesses=witnesses,
+        witness_quorum=len(witnesses) if quorum is None else quorum,
+        out=_Echo(),
+    )
     if code:
         raise typer.Exit(code)
 
@@ -117,12 +126,26 @@ def verify_command(
     log_key: Annotated[
         str | None, typer.Option("--log-key", help="With --bundle: the log's verifier key (text or file).")
     ] = None,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--witness",
+            help="With --bundle: a witness's cosignature verifier key (text or file); repeatable.",
+        ),
+    ] = None,
+    witness_quorum: Annotated[
+        int | None,
+        typer.Option(
+            "--witness-quorum",
+            help="With --bundle: how many --witness keys must have cosigned (default all).",
+        ),
+    ] = None,
 ) -> None:
     """Verify a capture's signature, key, content hashes and working-set root (or a whole evidence bundle)."""
     if sum(x is not None for x in (decision_id, file, bundle)) != 1:
         raise ContractError("give one of DECISION_ID, --file FILE.json or --bundle FILE", path="verify")
     if bundle is not None:
-        _verify_bundle(bundle, trust_file, log_key)
+        _verify_bundle(bundle, trust_file, log_key, list(witness or []), witness_quorum)
         return
     settings = load_service_settings(trust_store=trust_store)
     trust = TrustStore.load(settings.resolved_trust_store)  # strict: a missing trust store is an error

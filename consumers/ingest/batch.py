@@ -225,8 +225,10 @@ class BatchProcessor:
         self._ranges: IntegerRanges | None = None
 
     def close(self) -> None:
-        """Stop the worker processes, if any."""
+        """Stop the worker processes, if any, and give the witnesses a moment for the last checkpoint."""
         self._pool.close()
+        if self.tlog is not None:
+            self.tlog.close()
 
     def idle(self) -> None:
         """Between batches, when the source had nothing: sign the log's pending leaves once the

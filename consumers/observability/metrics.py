@@ -45,6 +45,7 @@ __all__ = [
     "INGEST_REGISTRY",
     "LAST_POLL",
     "QUARANTINED",
+    "WITNESS_COSIGNED_SIZE",
     "MetricsError",
     "count_deletions",
     "deletion_kind",
@@ -113,6 +114,12 @@ BATCH_SECONDS = Histogram(
 LAST_POLL = Gauge(
     "blackbox_ingest_last_poll_timestamp_seconds",
     "Unix time of the loop's last poll of the source.",
+    registry=INGEST_REGISTRY,
+)
+WITNESS_COSIGNED_SIZE = Gauge(
+    "blackbox_tlog_witness_cosigned_size",
+    "Tree size of the log's last checkpoint each witness cosigned (DESIGN 24).",
+    ["witness"],
     registry=INGEST_REGISTRY,
 )
 

@@ -18,8 +18,8 @@ import base64
 from typing import TYPE_CHECKING, Any, Protocol
 
 from producers.evidence.merkle import leaf_hash
-from producers.evidence.tlog import root_from_inclusion
-from schemas.errors import ProofInvalid, TransparencyLogError
+from producers.evidence.tlog import Checkpoint, root_from_inclusion
+from schemas.errors import BlobNotFound, ProofInvalid, TransparencyLogError
 
 from .checkpoints import latest, load_log_signer
 from .log import LogSettings
@@ -59,7 +59,9 @@ def prove(
     index: Index | None = None,
     prefix: str | None = None,
 ) -> dict[str, Any]:
-    """The inclusion proof of ``decision_id``'s leaf under the latest checkpoint, as JSON::
+    """The inclusion proof of ``decision_id``'s leaf under the latest checkpoint, as JSON (under the
+    latest *cosigned* checkpoint instead when one covers the leaf, so bundles carry the witnesses'
+    cosignatures; DESIGN 24)::
 
         {"leafIndex": int, "treeSize": int, "hashes": [base64, ...],
          "checkpoint": "<signed note>", "leaf": base64 of the leaf bytes}
@@ -87,6 +89,9 @@ def prove(
             "(ingest signs one every BLACKBOX_TLOG_CHECKPOINT_INTERVAL seconds and when it stops)"
         )
     note, checkpoint = current
+    witnessed = _latest_cosigned(store, prefix)  # DESIGN 24: bundles carry the witnesses' cosignatures
+    if witnessed is not None and row.leaf_index < witnessed[1].size <= checkpoint.size:
+        note, checkpoint = witnessed
     reader = TreeReader(store, prefix, checkpoint.size)
     stored_leaf = reader.leaf(row.leaf_index)
     if stored_leaf != row.leaf:
@@ -110,3 +115,13 @@ def prove(
         "checkpoint": note,
         "leaf": base64.b64encode(row.leaf).decode("ascii"),
     }
+
+
+def _latest_cosigned(store: BlobStore, prefix: str) -> tuple[str, Checkpoint] | None:
+    from .witness import latest_cosigned_key
+
+    try:
+        note = store.get(latest_cosigned_key(prefix)).decode("utf-8")
+        return note, Checkpoint.parse(note[: note.rfind("\n\n") + 1])
+    except (BlobNotFound, UnicodeDecodeError, ProofInvalid):
+        return None

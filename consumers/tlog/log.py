@@ -44,6 +44,7 @@ from schemas.errors import LeaseHeld, ProofInvalid, TransparencyLogError, Writer
 from .checkpoints import LogSigner, load_log_signer
 from .store import LeafRow, insert_leaves, leaf_count, logged_ids
 from .tiles import WIDTH, TreeReader
+from .witness import WitnessSetting, WitnessSubmitter
 from .writer import LogWriter
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ class LogSettings(Protocol):
     def s3_object_lock(self) -> str: ...
     @property
     def s3_object_lock_log_days(self) -> int: ...
+    @property
+    def tlog_witnesses(self) -> Sequence[WitnessSetting]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +135,12 @@ class TransparencyLog:
         )
         self._last_publish = clock()
         self._unsigned = False  # leaves appended here since this process last published
+        self.witnesses: WitnessSubmitter | None = None  # set by from_settings when witnesses are configured
 
     @classmethod
     def from_settings(cls, settings: LogSettings, *, store: BlobStore, index: Index) -> TransparencyLog:
         prefix = settings.resolved_tlog_prefix
-        return cls(
+        log = cls(
             store=store,
             index=index,
             signer=load_log_signer(settings.resolved_tlog_key, settings.tlog_origin),
@@ -149,6 +153,14 @@ class TransparencyLog:
                 timedelta(days=settings.s3_object_lock_log_days) if settings.s3_object_lock != "off" else None
             ),
         )
+        if settings.tlog_witnesses:
+            log.witnesses = WitnessSubmitter(store=store, prefix=prefix, witnesses=settings.tlog_witnesses)
+        return log
+
+    def close(self, *, wait: float = 10.0) -> None:
+        """Give the witnesses up to ``wait`` seconds for the last checkpoint, then stop their threads."""
+        if self.witnesses is not None:
+            self.witnesses.close(wait=wait)
 
     @property
     def size(self) -> int:
@@ -216,7 +228,10 @@ class TransparencyLog:
     def _publish(self) -> str | None:
         self._last_publish = self._clock()
         self._unsigned = False
-        return self.writer.publish()
+        note = self.writer.publish()
+        if note is not None and self.witnesses is not None:
+            self.witnesses.submit(note)  # DESIGN 24: background, returns at once, never raises
+        return note
 
     # --- state ----------------------------------------------------------------------------------------
     def _hold(self) -> None:

@@ -84,6 +84,16 @@ step "npm ci (tests/interop/node)"
 npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error
 step "go build (tests/interop/go)"
 (cd tests/interop/go && go build -o bin/exporter .)
+# tests/interop/test_go_witness.py runs the transparency-log community's witness (DESIGN 24) and checks
+# its cosignatures with the Go note libraries: both built from the Go module proxy, pinned.
+OMNIWITNESS_VERSION=v0.0.0-20260720115447-2e1c6971d19e
+if ! command -v go >/dev/null; then
+    echo "warning: go is not on PATH: the witness interop test will fail" >&2
+elif [[ ! -x "$(go env GOPATH)/bin/omniwitness" ]]; then
+    step "go install transparency-dev/witness omniwitness@$OMNIWITNESS_VERSION"
+    go install "github.com/transparency-dev/witness/cmd/omniwitness@$OMNIWITNESS_VERSION"
+fi
+command -v go >/dev/null && go -C tests/interop/go-witness mod download
 
 step "deploy/local/up.sh"
 bash deploy/local/up.sh

@@ -103,6 +103,7 @@ class BundleReport:
     tree_size: int | None = None
     log: str = ""
     missing: str = ""
+    witnessed: str = ""
 
     @property
     def complete(self) -> bool:
@@ -118,6 +119,8 @@ class BundleReport:
         out = [head]
         if self.leaf_index is not None:
             out.append(f"in log {self.log} at leaf {self.leaf_index} of {self.tree_size}")
+        if self.witnessed:
+            out.append(self.witnessed)
         if self.absent_parts:
             out.append(f"absent content (hash kept, not checked): {', '.join(self.absent_parts)}")
         return out
@@ -186,6 +189,8 @@ def verify_bundle(
     trust: TrustStore | Ed25519PublicKey,
     *,
     log_key: str | None = None,
+    witnesses: Sequence[str] = (),
+    witness_quorum: int = 0,
     at: datetime | None = None,
 ) -> BundleReport:
     """Verify every part of ``bundle`` (module docstring); raises :class:`VerificationError` naming the
@@ -226,7 +231,16 @@ def verify_bundle(
     transparency = bundle.get("transparency")
     if transparency is None:
         return replace(base, missing="no inclusion proof: the bundle does not show the capture is in the log")
-    return _transparency(transparency, capture, log_key=log_key, base=base)
+    found = _transparency(transparency, capture, log_key=log_key, base=base)
+    if not witnesses and not witness_quorum:
+        return found
+    from producers.evidence.cosignature import verify_witnesses
+
+    try:  # the log's signature on this note has verified above; now the witnesses'
+        witnessed = verify_witnesses(transparency["proof"]["checkpoint"], witnesses, quorum=witness_quorum)
+    except VerificationError as exc:
+        raise type(exc)(f"transparency: {exc}", part=f"transparency.{exc.part}") from exc
+    return replace(found, witnessed=witnessed.line())
 
 
 def _signer(
@@ -392,14 +406,28 @@ def read_bundle(path: Path) -> dict[str, Any]:
     return read_json_object(path, what="a bundle")
 
 
-def run(bundle_path: Path, trust_path: Path, *, log_key: str | None, out: Any = None) -> int:
+def run(
+    bundle_path: Path,
+    trust_path: Path,
+    *,
+    log_key: str | None,
+    witnesses: Sequence[str] = (),
+    witness_quorum: int = 0,
+    out: Any = None,
+) -> int:
     """Verify one bundle file and print the verdict; returns the exit code."""
     out = out or sys.stdout
     bundle = read_bundle(bundle_path)
     trust = load_trust(trust_path)
     name = bundle.get("decisionId") or bundle_path.name
     try:
-        report = verify_bundle(bundle, trust, log_key=_read_key(log_key))
+        report = verify_bundle(
+            bundle,
+            trust,
+            log_key=_read_key(log_key),
+            witnesses=[str(_read_key(w)) for w in witnesses],
+            witness_quorum=witness_quorum,
+        )
     except RecursionError as exc:  # parsed, but too deep for the checks that walk it
         raise ContractError(_TOO_DEEP, path=str(bundle_path)) from exc
     except VerificationError as exc:
@@ -430,9 +458,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--trust", type=Path, required=True, help="trust store TOML or the signer's public key"
     )
     parser.add_argument("--log-key", default=None, help="the log's verifier key (text or a file holding it)")
+    parser.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        help="a witness's cosignature verifier key (text or a file); repeat for several",
+    )
+    parser.add_argument(
+        "--witness-quorum", type=int, default=None, help="how many of the --witness keys must have cosigned"
+    )
     args = parser.parse_args(argv)
+    quorum = len(args.witness) if args.witness_quorum is None else args.witness_quorum
     try:
-        return run(args.bundle, args.trust, log_key=args.log_key)
+        return run(
+            args.bundle, args.trust, log_key=args.log_key, witnesses=args.witness, witness_quorum=quorum
+        )
     except BlackboxError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
