@@ -6,6 +6,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "consumers" / "ingest"))
 
-from interop_world import blackbox_env, serve  # noqa: E402
+from interop_world import blackbox_env, serve
 
 __all__ = ["blackbox_env", "serve"]
