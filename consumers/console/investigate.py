@@ -30,6 +30,7 @@ from starlette.responses import RedirectResponse, Response
 from consumers.console.core import Console, Who, safe_id
 from consumers.console.jobs import JobControl, ReplayJobs
 from consumers.console.replay_view import replay_view
+from consumers.console.search_jobs import add_search_routes
 from consumers.console.web import secured
 from schemas.errors import ContractError
 
@@ -130,6 +131,15 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
     """Add the investigation routes to the console's router (same guard, same CSRF form)."""
     jobs = ReplayJobs(workers=2)  # a job left at shutdown: the pool's threads finish it, then exit
 
+    def _choose(fields: dict[str, str]) -> ModelChoice:
+        choices = model_choices(console)
+        choice = choices.get(fields.get("model", ""))
+        if choice is None:
+            raise ContractError(f"choose one of: {', '.join(sorted(choices))}", path="model")
+        return choice
+
+    add_search_routes(router, console, jobs, guard=guard, form=form, choose=_choose)
+
     @router.get("/decisions/{decision_id}/investigate")
     @guard
     def investigate(request: Request, decision_id: str) -> Response:
@@ -150,10 +160,7 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
         who = console.need(request)
         console.check_csrf(who, fields)
         did = safe_id(decision_id)
-        choices = model_choices(console)
-        choice = choices.get(fields.get("model", ""))
-        if choice is None:
-            raise ContractError(f"choose one of: {', '.join(sorted(choices))}", path="model")
+        choice = _choose(fields)
         runs_text = fields.get("runs", "1").strip() or "1"
         if not runs_text.isdigit() or not 1 <= int(runs_text) <= MAX_RUNS:
             raise ContractError(f"a whole number from 1 to {MAX_RUNS}", path="runs")

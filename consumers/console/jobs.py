@@ -74,11 +74,14 @@ class JobControl:
         if self._job.cancel.is_set():
             raise JobCancelled("cancelled by its owner")
 
-    def step(self, *, total: int | None = None) -> None:
+    def plan(self, total: int) -> None:
+        """How many steps the job expects, once it knows."""
+        with self._lock:
+            self._job.total = total
+
+    def step(self) -> None:
         with self._lock:
             self._job.done += 1
-            if total is not None:
-                self._job.total = total
         self.check()
 
 

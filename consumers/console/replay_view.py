@@ -66,6 +66,7 @@ class ReplayView:
     verified: bool
     caveats: tuple[str, ...]
     rows: tuple[RowView, ...]
+    kind: str = "replay"
 
 
 def word_diff(before: str, after: str) -> tuple[DiffPart, ...]:
