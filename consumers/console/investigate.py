@@ -28,6 +28,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from consumers.console.core import Console, Who, safe_id
+from consumers.console.finding_pages import add_finding_routes
 from consumers.console.jobs import JobControl, ReplayJobs
 from consumers.console.replay_view import replay_view
 from consumers.console.search_jobs import add_search_routes
@@ -119,8 +120,9 @@ def _replay_work(
                     control.step()
                 attempts.append((variation, done))
             report = build_report(prepared, as_captured, attempts, variance=runs > 1)
-            IndexReplayRunLog(rt.index).append(run_rows(report, at=datetime.now(UTC)))
-            return replay_view(report)
+            rows = run_rows(report, at=datetime.now(UTC))
+            IndexReplayRunLog(rt.index).append(rows)
+            return replay_view(report, run_id=rows[0].run_id if rows else "")
         finally:
             close()
 
@@ -139,6 +141,7 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
         return choice
 
     add_search_routes(router, console, jobs, guard=guard, form=form, choose=_choose)
+    add_finding_routes(router, console, jobs, guard=guard, form=form, choose=_choose)
 
     @router.get("/decisions/{decision_id}/investigate")
     @guard

@@ -66,6 +66,8 @@ class ReplayView:
     verified: bool
     caveats: tuple[str, ...]
     rows: tuple[RowView, ...]
+    run_id: str = ""
+    """The ``replay_runs`` run these rows are (a finding can be recorded from it)."""
     kind: str = "replay"
 
 
@@ -141,7 +143,7 @@ def _row(report: ReplayReport, row: ReportRow) -> RowView:
     )
 
 
-def replay_view(report: ReplayReport) -> ReplayView:
+def replay_view(report: ReplayReport, *, run_id: str = "") -> ReplayView:
     control = report.as_captured
     return ReplayView(
         decision_id=report.decision_id,
@@ -151,4 +153,5 @@ def replay_view(report: ReplayReport) -> ReplayView:
         verified=report.verified,
         caveats=report.caveats,
         rows=tuple(_row(report, row) for row in report.rows),
+        run_id=run_id,
     )

@@ -158,3 +158,37 @@ def test_bisect_names_v47_and_probe_states_the_8kb_boundary(world: ConsoleWorld,
     page.goto(f"{world.console}/decisions/{world.failed_id}/runs")
     kinds = page.locator("#run-list tbody tr td:nth-child(3)").all_inner_texts()
     assert "bisect" in kinds and "probe" in kinds
+
+
+def test_a_finding_from_a_run_then_regress_suite_with_v46_passes_the_gate(
+    world: ConsoleWorld, operator: Any
+) -> None:
+    page = operator.new_page()
+    _start(page, world)
+    page.wait_for_selector("#reproduces", timeout=WAIT_MS)
+    page.click("#record-finding")
+    assert page.input_value("#finding-decision") == world.failed_id and page.input_value("#finding-run")
+    page.fill("#finding-name", "wrong-refund-console")
+    page.fill("#finding-rule", "decision.tool_calls.exists(t, ")  # does not compile
+    page.click("#record-finding-submit")
+    assert "does not compile" in page.inner_text("#problem")
+    assert page.input_value("#finding-rule") == "decision.tool_calls.exists(t, "  # the form is kept
+    page.fill("#finding-rule", 'decision.prompt_version == "v4.7" && decision.memory_bytes > 8192')
+    page.click("#record-finding-submit")
+    page.wait_for_url(f"{world.console}/findings/wrong-refund-console")
+    assert world.failed_id in page.locator("a.pinned-decision").all_inner_texts()
+
+    page.select_option("#regress-model", "demo-scripted")
+    page.select_option("#regress-vary", "system_prompt=v4.6")
+    page.click("#start-regress")
+    page.wait_for_selector("#gate-verdict", timeout=WAIT_MS)
+    assert page.inner_text("#gate-verdict").startswith("Gate: pass")
+    statuses = page.locator("#gate-rows td.status").all_inner_texts()
+    assert statuses and set(statuses) == {"fixed"}, statuses
+    assert page.inner_text(
+        "#gate-command"
+    ) == (  # the CLI gate; the CLI itself is tested in tests/consumers/pacts
+        "blackbox regress --suite wrong-refund-console --vary system_prompt=v4.6 "
+        "--model-callable consumers.demo.model:ScriptedSupportModel"
+    )
+    shot(page, "24-regress-gate")
