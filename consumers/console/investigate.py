@@ -13,7 +13,8 @@ Routes (under the console's prefix)::
 
 The model is chosen by name among what the operator configured (the allow-list, with keys read on
 the server from the environment variables it names) or the demo's in-process model: no URL or key
-is typed into or shown in the browser. Live replay (real tools) is not offered here.
+is typed into or shown in the browser. Live replay (real tools) is not offered here. Only operators
+start jobs (they spend the operator's model); the gate still decides, per capture, what they may replay.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -32,7 +34,7 @@ from consumers.console.finding_pages import add_finding_routes
 from consumers.console.jobs import JobControl, ReplayJobs
 from consumers.console.replay_view import replay_view
 from consumers.console.search_jobs import add_search_routes
-from consumers.console.web import secured
+from consumers.console.web import SECURITY_HEADERS, secured
 from schemas.errors import ContractError
 
 if TYPE_CHECKING:
@@ -143,10 +145,16 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
     add_search_routes(router, console, jobs, guard=guard, form=form, choose=_choose)
     add_finding_routes(router, console, jobs, guard=guard, form=form, choose=_choose)
 
+    @router.get("/investigate.css")
+    def stylesheet() -> Response:  # beside the console's fixed static set, which this module leaves alone
+        data = resources.files("consumers.console").joinpath("static", "investigate.css").read_bytes()
+        headers = {**SECURITY_HEADERS, "Cache-Control": "max-age=300"}
+        return Response(data, media_type="text/css; charset=utf-8", headers=headers)
+
     @router.get("/decisions/{decision_id}/investigate")
     @guard
     def investigate(request: Request, decision_id: str) -> Response:
-        who = console.need(request)
+        who = console.need(request, operator=True)
         capture = _gate_show(console, who, safe_id(decision_id))
         return console.page(
             who,
@@ -160,7 +168,7 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
     @router.post("/decisions/{decision_id}/replay")
     @guard
     def start(request: Request, decision_id: str, fields: dict[str, str] = form) -> Response:
-        who = console.need(request)
+        who = console.need(request, operator=True)
         console.check_csrf(who, fields)
         did = safe_id(decision_id)
         choice = _choose(fields)

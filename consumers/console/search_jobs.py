@@ -269,7 +269,7 @@ def add_search_routes(
     @router.post("/decisions/{decision_id}/bisect")
     @guard
     def bisect(request: Request, decision_id: str, fields: dict[str, str] = form) -> Response:
-        who = console.need(request)
+        who = console.need(request, operator=True)
         console.check_csrf(who, fields)
         did, choice = safe_id(decision_id), choose(fields)
         work = _bisect_work(console, who, decision_id=did, choice=choice)
@@ -280,7 +280,7 @@ def add_search_routes(
     @router.post("/decisions/{decision_id}/probe")
     @guard
     def probe_route(request: Request, decision_id: str, fields: dict[str, str] = form) -> Response:
-        who = console.need(request)
+        who = console.need(request, operator=True)
         console.check_csrf(who, fields)
         did, choice = safe_id(decision_id), choose(fields)
         sweeps = [s.strip()[:500] for s in (fields.get("sweep", ""), fields.get("sweep2", "")) if s.strip()]

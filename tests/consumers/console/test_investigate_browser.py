@@ -192,3 +192,16 @@ def test_a_finding_from_a_run_then_regress_suite_with_v46_passes_the_gate(
         "--model-callable consumers.demo.model:ScriptedSupportModel"
     )
     shot(page, "24-regress-gate")
+
+
+def test_a_regulator_cannot_spend_the_operators_model(world: ConsoleWorld, browser: Any) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{world.console}/signin")
+    page.fill("#token", world.regulator_token)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{world.console}/decisions")
+    refused = page.goto(f"{world.console}/decisions/{world.failed_id}/investigate")
+    assert refused is not None and refused.status == 403
+    assert "operators only" in page.inner_text("#problem")
+    context.close()
