@@ -205,3 +205,36 @@ def test_a_regulator_cannot_spend_the_operators_model(world: ConsoleWorld, brows
     assert refused is not None and refused.status == 403
     assert "operators only" in page.inner_text("#problem")
     context.close()
+
+
+def test_hostile_capture_content_stays_inert_on_the_investigation_pages(
+    world: ConsoleWorld, operator: Any
+) -> None:
+    page = operator.new_page()
+    dialogs: list[str] = []
+    outside: list[str] = []
+
+    def dialog(d: Any) -> None:
+        dialogs.append(d.message)
+        d.dismiss()
+
+    def request(r: Any) -> None:
+        if not r.url.startswith(world.url):
+            outside.append(r.url)
+
+    page.on("dialog", dialog)
+    page.on("request", request)
+    page.goto(f"{world.console}/decisions/{world.hostile_id}/investigate")
+    page.select_option("#model", "demo-scripted")
+    page.click("#start-replay")
+    page.wait_for_function(
+        "['done', 'failed'].includes(document.querySelector('#job-state')?.textContent)", timeout=WAIT_MS
+    )
+    shot(page, "25-hostile-replay")
+    state = page.inner_text("#job-state")
+    text = page.locator("main").text_content() or ""
+    assert dialogs == [] and outside == [] and page.evaluate("document.scripts.length") == 0
+    for selector in ("img", "iframe", "svg", "style", "[onerror]", "[onload]", "[href^='javascript:']"):
+        assert page.locator(selector).count() == 0, selector
+    # its rendered context is plain text, which no replay client sends verbatim: refused with the reason
+    assert state == "failed" and "CaptureNotReplayable" in page.inner_text("#problem"), text[-2000:]

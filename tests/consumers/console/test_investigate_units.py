@@ -3,6 +3,7 @@ owners) and the result page's word-level diff."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -109,3 +110,36 @@ def test_word_diff_marks_only_the_changed_words_and_keeps_every_character() -> N
     assert word_diff("same  text", "same  text") == (DiffPart("same", "same  text"),)
     assert word_diff("", "new answer") == (DiffPart("added", "new answer"),)
     assert word_diff("old", "") == (DiffPart("removed", "old"),)
+
+
+def test_the_result_page_shows_hostile_outputs_and_tool_names_as_text() -> None:
+    from hostile import HOSTILE
+
+    from consumers.console.jobs import JobView
+    from consumers.console.replay_view import ReplayView, RowView, ToolPair
+    from consumers.console.web import html
+
+    row = RowView(
+        label=HOSTILE,
+        variable=HOSTILE,
+        verdict=HOSTILE,
+        changed=True,
+        reference_label="the capture",
+        diff=word_diff("FINAL " + HOSTILE, "FINAL ok"),
+        tools=(ToolPair(step=1, reference=HOSTILE, replayed="lookup", differs=True),),
+        first_divergent_step=1,
+        stop_reason=HOSTILE,
+        model=HOSTILE,
+        runs=1,
+        distribution=(),
+    )
+    view = ReplayView(
+        decision_id="dec_1", reproduces=False, fidelity="sdk", fidelity_note=HOSTILE, verified=True,
+        caveats=(HOSTILE,), rows=(row,), run_id="run1",
+    )  # fmt: skip
+    job = JobView(job_id="job_1", owner="ann", decision_id="dec_1", label=HOSTILE, state="done", done=1,
+                  total=1, position=None, result=view)  # fmt: skip
+    body = bytes(html("replay_job.html", who=None, base="/console", job=job, result=view).body).decode()
+    assert not re.search(r"<(script|img|svg|iframe|style)\b", body)  # no element made from the content
+    assert not re.search(r"<[^>]*\s(onerror|onload)=", body) and 'href="javascript:' not in body
+    assert "&lt;script&gt;alert(" in body and body.count("U+202E") >= 5  # shown as text, marks visible
