@@ -46,6 +46,7 @@ MAX_RUNS = 20
 _ENTRY_NAME = re.compile(r"allow-list entry '([^']*)'")
 DEMO_MODEL = "demo-scripted"
 REFRESH_SECONDS = "1"
+FIRST_WAIT_SECONDS = 0.8  # a job page waits this long for the job before rendering (then refreshes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +197,9 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
     @guard
     def job(request: Request, job_id: str) -> Response:
         who = console.need(request)
-        view = jobs.view(safe_id(job_id, what="job id"), owner=who.session.caller)
+        jid = safe_id(job_id, what="job id")
+        jobs.wait(jid, owner=who.session.caller, seconds=FIRST_WAIT_SECONDS)
+        view = jobs.view(jid, owner=who.session.caller)
         if view is None:
             return console.page(
                 who, "error.html", status=404, title="Not found", reason="no such job of yours"

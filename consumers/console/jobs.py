@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -129,6 +129,15 @@ class ReplayJobs:
                 result=job.result,
                 error=job.error,
             )
+
+    def wait(self, job_id: str, *, owner: str, seconds: float) -> None:
+        """Wait up to ``seconds`` for the job to finish (a quick replay then shows its verdict on the
+        first page load instead of after a refresh)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            future = job.future if job is not None and job.owner == owner else None
+        if future is not None:
+            wait([future], timeout=seconds)
 
     def cancel(self, job_id: str, *, owner: str) -> bool:
         """Ask the job to stop; False when it is not this owner's or already finished."""

@@ -143,3 +143,19 @@ def test_the_result_page_shows_hostile_outputs_and_tool_names_as_text() -> None:
     assert not re.search(r"<(script|img|svg|iframe|style)\b", body)  # no element made from the content
     assert not re.search(r"<[^>]*\s(onerror|onload)=", body) and 'href="javascript:' not in body
     assert "&lt;script&gt;alert(" in body and body.count("U+202E") >= 5  # shown as text, marks visible
+
+
+def test_wait_returns_when_the_job_finishes_or_the_time_is_up() -> None:
+    jobs = ReplayJobs(workers=1)
+    release = threading.Event()
+    try:
+        quick = jobs.submit(owner="ann", decision_id="d", label="q", total=1, work=lambda c: "ok")
+        jobs.wait(quick, owner="ann", seconds=10)
+        assert jobs.view(quick, owner="ann").state == "done"  # type: ignore[union-attr]
+        slow = jobs.submit(owner="ann", decision_id="d", label="s", total=1, work=lambda c: release.wait(10))
+        started = time.monotonic()
+        jobs.wait(slow, owner="ann", seconds=0.2)
+        assert 0.15 < time.monotonic() - started < 5 and not jobs.view(slow, owner="ann").finished  # type: ignore[union-attr]
+    finally:
+        release.set()
+        jobs.close()
