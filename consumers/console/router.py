@@ -29,6 +29,7 @@ from starlette.responses import RedirectResponse, Response
 from consumers.console.admin import add_admin_routes
 from consumers.console.core import COOKIE, PRE_COOKIE, Console, Who, guarded, safe_id
 from consumers.console.decision import body_bytes, decision_view, inclusion
+from consumers.console.investigate import add_investigate_routes
 from consumers.console.web import SECURITY_HEADERS, pre_csrf, same, secured, static_file
 from consumers.index.listing import Order, decision_access, filter_from, list_decisions, manifests_of
 from consumers.privacy.manifest import gate_manifest
@@ -349,4 +350,5 @@ def console_router(
         return _download(data, name=name, media="application/octet-stream")
 
     add_admin_routes(router, console, guard=guard, form=Form)
+    add_investigate_routes(router, console, guard=guard, form=Form)
     return router
