@@ -32,9 +32,9 @@ sys.path[:0] = [str(ROOT / "tests" / "benchmarks")]
 
 from bench_console import BLACKBOX, OPERATOR, sign_in
 
+from consumers.app.http import Surfaces, http_app
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import load_service_settings
-from consumers.audit import create_app
 
 SWEEP = "memory.truncate=0..15.5KB/0.5KB"  # 32 points
 
@@ -74,7 +74,7 @@ def main() -> None:
         assert found, out[-2000:]
         did = found.group(1)
         with open_runtime(load_service_settings(data_dir=root), existing_index=True) as rt:
-            client = TestClient(create_app(rt))
+            client = TestClient(http_app(rt, Surfaces(audit=True, console=True)))
             sign_in(client, root)
             form = client.get(f"/console/decisions/{did}/investigate").text
             csrf = re.search(r'name="csrf" value="([^"]+)"', form)
