@@ -43,6 +43,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
     assert failed_id, demo[-2000:]
     shown = json.loads(run(["show", failed_id.group(1), "--json"], env).stdout)
     base: dict[str, Any] = shown["capture"]
+    # the capture signs only a salted commitment to its user (DESIGN 16): the demo's raw id is usr_<customer>
+    user = f"usr_{base['input']['requestPayload']['customer_id'][4:]}"
+    base["input"]["originUserId"] = user
 
     signing = {**env, "BLACKBOX_SIGNING_KEY": (data_dir / "signing-key.path").read_text().strip()}
     hostile_id, big_id = "dec_01HOSTILE0000000000000001", "dec_01BIGCONTEXT00000000000001"
@@ -55,7 +58,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
         run(["capture", str(path)], signing)
     run(["consume", "--drain"], env)
 
-    user = str(base["input"]["originUserId"])
     counterparty = token(env, "--caller", "acme-counterparty", "--scope", "counterparty", "--subject", user)
     regulator = token(env, "--caller", "eu-regulator", "--scope", "regulator")
     log_key = run(["log", "key"], env).stdout.strip().splitlines()[-1].strip()

@@ -63,6 +63,8 @@ def test_replay_as_captured_reproduces_the_flagged_decision(world: ConsoleWorld,
     shot(later, "20-replay-as-captured")
 
     later.click("#run-history")
+    later.wait_for_url(f"**/decisions/{world.failed_id}/runs")  # count() does not wait for the page
+    later.wait_for_selector("#run-list tbody tr", timeout=WAIT_MS)
     rows = later.locator("#run-list tbody tr")
     kinds = [rows.nth(i).locator("td").nth(2).inner_text() for i in range(rows.count())]
     assert kinds.count("variance") + kinds.count("replay") >= 3, kinds
