@@ -18,6 +18,7 @@ import { timestamp } from "./ids.js";
 import type { Signer } from "./keys.js";
 import { DEFAULT_SAMPLE_ONE_IN, captureLevel, stripContent } from "./policy.js";
 import { seal } from "./seal.js";
+import { LocalKeyFile, Redactor, Vault, type RedactMode } from "./privacy/protect.js";
 import type { Message, Transport } from "./spool.js";
 
 export const FLAG_PAYLOAD_TYPE = "application/vnd.blackbox.flag+json;version=v1";
@@ -40,6 +41,14 @@ export interface RecorderOptions {
   /** Where captures above `maxMessageBytes` go by claim check (without one they fail, reported). */
   readonly blobStore?: BlobStore;
   readonly maxMessageBytes?: number;
+  /** Personal data out of every capture before it is sealed (default "builtin", as the Python
+   * Recorder's BLACKBOX_REDACT): `replayPolicy.piiRedacted` then says whether anything was. */
+  readonly redact?: RedactMode;
+  /** Where the originals of redacted parts are kept sealed: a vault, or `kekFile` (the key file
+   * Python's BLACKBOX_KEK_FILE names) with the key records in `blobStore`. Without one the
+   * originals are redacted and not kept (a process warning says so once). */
+  readonly vault?: Vault;
+  readonly kekFile?: string;
   readonly onError?: (problem: { decisionId: string | undefined; message: string }) => void;
 }
 
@@ -79,6 +88,7 @@ export class Recorder implements DecisionSink {
   readonly #key: Buffer;
   readonly #blobStore: BlobStore | undefined;
   readonly #maxMessageBytes: number;
+  readonly #redactor: Redactor | undefined;
   #queue: (Decision | Message | { readonly sealed: Record<string, unknown> })[] = [];
   #scheduled = false;
   #inFlight: Promise<void> = Promise.resolve();
@@ -114,6 +124,10 @@ export class Recorder implements DecisionSink {
     this.#key = Buffer.from(this.agentId, "utf8");
     this.#blobStore = options.blobStore;
     this.#maxMessageBytes = options.maxMessageBytes ?? 900_000;
+    this.#redactor = (options.redact ?? "builtin") === "off" ? undefined : new Redactor({ vault: vaultOf(options) });
+    if (this.#redactor !== undefined && this.#redactor.vault === undefined) {
+      process.emitWarning("redaction is on but no vault is configured: originals are redacted and not kept (pass vault, or kekFile with blobStore)", { code: "BLACKBOX_NO_VAULT" });
+    }
   }
 
   /** A decision; with `fn`, it is the current decision (AsyncLocalStorage) while `fn` runs, and
@@ -262,6 +276,10 @@ export class Recorder implements DecisionSink {
       const level = captureLevel(decision.decisionId, consequential, this.#sampleOneIn);
       capture["captureLevel"] = level;
       await this.#yieldIfDue();
+      if (this.#redactor !== undefined) {
+        await this.#redactor.protect(capture); // personal data out before anything is signed or sent
+        await this.#yieldIfDue();
+      }
       const sealed = seal(capture, this.#signer, { inPlace: true });
       await this.#yieldIfDue();
       let sent = sealed;
@@ -340,4 +358,10 @@ export class Recorder implements DecisionSink {
       // a failing error handler must not reach the agent either
     }
   }
+}
+
+function vaultOf(options: RecorderOptions): Vault | undefined {
+  if (options.vault !== undefined) return options.vault;
+  if (options.kekFile !== undefined && options.blobStore !== undefined) return new Vault(new LocalKeyFile(options.kekFile), options.blobStore);
+  return undefined;
 }

@@ -117,7 +117,7 @@ export type RedactMode = "builtin" | "off";
 /** The detectors and (optionally) the vault that keeps the originals sealed. */
 export class Redactor {
   readonly detectors: readonly Detector[];
-  constructor(options: { detectors?: readonly Detector[]; vault?: Vault; label?: string } = {}) {
+  constructor(options: { detectors?: readonly Detector[]; vault?: Vault | undefined; label?: string } = {}) {
     this.detectors = options.detectors ?? builtinDetectors();
     this.vault = options.vault;
     this.label = options.label ?? "builtin";
