@@ -3,7 +3,7 @@
  * and a blob store the originals are kept sealed where Python's `blackbox show --reveal` opens them
  * (the key file and the blob directory are the ones BLACKBOX_DATA_DIR gives the Python side:
  * `<dir>/kek.key`, `<dir>/blobs`). Prints the decision id and stats as JSON.
- * Environment: BLACKBOX_DATA_DIR, BLACKBOX_SIGNING_KEY_B64.
+ * Environment: BLACKBOX_DATA_DIR, BLACKBOX_SIGNING_KEY_B64, BLACKBOX_SEAL_THREADS (default 0).
  */
 import { join } from "node:path";
 import { LocalBlobStore, Recorder, Signer, SpoolTransport } from "../src/index.js";
@@ -15,6 +15,7 @@ const rec = new Recorder({
   transport: new SpoolTransport(join(dataDir, "spool")),
   blobStore: new LocalBlobStore(join(dataDir, "blobs")),
   kekFile: join(dataDir, "kek.key"),
+  sealThreads: Number(process.env["BLACKBOX_SEAL_THREADS"] ?? 0),
 });
 
 const note = "Jane writes from jane.doe@example.com, phone +1 415-555-0132. 日本語 ✓ 𝄞";

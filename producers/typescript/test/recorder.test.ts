@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { LocalKeyFile, Recorder, Signer, Vault, currentDecision, isSampled, type Message, type Transport } from "../src/index.js";
+import { ConfigurationError, LocalKeyFile, Recorder, Signer, Vault, currentDecision, isSampled, type Message, type Transport } from "../src/index.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as {
   key: { seed: string };
@@ -137,4 +137,21 @@ test("redaction is on by default; off sends the content as it is; a failing key 
   assert.equal(broken.rec.stats.failed, 1);
   assert.equal(broken.rec.stats.delivered, 0);
   assert.ok(broken.problems.some((p) => p.includes("store down")), broken.problems.join("\n"));
+});
+
+test("sealing threads: a bad count is a configuration error; captures sealed on threads are delivered in order", async () => {
+  assert.throws(() => new Recorder({ agentId: "agt", signer, transport: new Kept(), sealThreads: -1 }), ConfigurationError);
+  const transport = new Kept();
+  const rec = new Recorder({ agentId: "agt", signer, transport, sampleOneIn: 1, sealThreads: 2, redact: "off" });
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const d = rec.decision({ request: { n: i } });
+    ids.push(d.decisionId);
+    d.finish({ output: `turn ${i}` });
+  }
+  await rec.close();
+  assert.equal(rec.stats.delivered, 20);
+  assert.equal(rec.stats.failed, 0);
+  const order = transport.sent.map((m) => ids.findIndex((id) => m.value.includes(Buffer.from(id))));
+  assert.deepEqual(order, [...ids.keys()]);
 });

@@ -44,7 +44,8 @@ def _show(data_dir: Path, decision_id: str, *extra: str) -> dict[str, Any]:
     return view
 
 
-def test_node_redacts_and_python_reveals_the_original(package: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", ["0", "2"], ids=["on-the-loop", "seal-threads"])
+def test_node_redacts_and_python_reveals_the_original(package: Path, tmp_path: Path, threads: str) -> None:
     from consumers.cli import app
 
     data_dir = tmp_path / "bb"
@@ -54,7 +55,11 @@ def test_node_redacts_and_python_reveals_the_original(package: Path, tmp_path: P
     trust.save(data_dir / "trust.toml")
     done = node(
         ["dist/examples/redacting-agent.js"],
-        env={"BLACKBOX_DATA_DIR": str(data_dir), "BLACKBOX_SIGNING_KEY_B64": SEED_B64},
+        env={
+            "BLACKBOX_DATA_DIR": str(data_dir),
+            "BLACKBOX_SIGNING_KEY_B64": SEED_B64,
+            "BLACKBOX_SEAL_THREADS": threads,
+        },
     )
     assert done.returncode == 0, done.stderr
     ran = json.loads(done.stdout)

@@ -81,8 +81,13 @@ function createKeyFile(path: string): Buffer {
   return key;
 }
 
+/** Hands out a decision's data key (a Vault stores its wrapped form first). */
+export interface DataKeyIssuer {
+  issue(decisionId: string): Promise<Buffer>;
+}
+
 /** The key-encryption key and the blob store the key records go to (the claim-check store). */
-export class Vault {
+export class Vault implements DataKeyIssuer {
   constructor(
     readonly kek: KeyEncryptionKey,
     readonly blobs: BlobStore,
@@ -95,11 +100,16 @@ export class Vault {
   /** A new data key for `decisionId`, its wrapped form stored before it is used. */
   async issue(decisionId: string): Promise<Buffer> {
     const dataKey = randomBytes(32);
+    await this.store(decisionId, dataKey);
+    return dataKey;
+  }
+
+  /** Store the wrapped form of `dataKey` as the key record of `decisionId`. */
+  async store(decisionId: string, dataKey: Buffer): Promise<void> {
     const wrapped = this.kek.wrap(dataKey, Buffer.from(decisionId, "utf8"));
     // Python's DataKeyRecord.to_bytes: json.dumps(sort_keys=True, ensure_ascii=False), default separators
     const record = `{"decisionId": ${JSON.stringify(decisionId)}, "kekId": ${JSON.stringify(this.kek.keyId)}, "wrapped": ${JSON.stringify(wrapped.toString("base64"))}}`;
     await this.blobs.put(Vault.recordKey(decisionId), Buffer.from(record, "utf8"));
-    return dataKey;
   }
 }
 
@@ -117,12 +127,12 @@ export type RedactMode = "builtin" | "off";
 /** The detectors and (optionally) the vault that keeps the originals sealed. */
 export class Redactor {
   readonly detectors: readonly Detector[];
-  constructor(options: { detectors?: readonly Detector[]; vault?: Vault | undefined; label?: string } = {}) {
+  constructor(options: { detectors?: readonly Detector[]; vault?: DataKeyIssuer | undefined; label?: string } = {}) {
     this.detectors = options.detectors ?? builtinDetectors();
     this.vault = options.vault;
     this.label = options.label ?? "builtin";
   }
-  readonly vault: Vault | undefined;
+  readonly vault: DataKeyIssuer | undefined;
   readonly label: string;
 
   /** `capture` (the recorder's own) redacted in place and its original sealed; `piiRedacted` says whether anything was. */
