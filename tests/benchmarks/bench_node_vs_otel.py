@@ -12,7 +12,10 @@ Node process so its CPU is clean (``process.cpuUsage``: every thread):
   ``chat`` span (the attributes ``bench_vs_otel.py`` builds) through a ``BatchSpanProcessor`` into an
   exporter that OTLP-protobuf-encodes every batch (otlp-transformer) and discards the bytes;
 * ``blackbox``: the TypeScript ``Recorder``, every decision consequential so every capture is full
-  (hashed per part, Merkle root, ed25519-signed, Avro-encoded) into a transport that discards it.
+  (redacted with the built-in detectors, its default; hashed per part, Merkle root, ed25519-signed,
+  Avro-encoded) into a transport that discards it;
+* ``redact-off``: the same with ``redact: "off"`` (what redaction costs, as ``bench_vs_otel.py``);
+* ``threads``: ``blackbox`` with ``sealThreads: 2`` (redaction, sealing and encoding on worker threads).
 
 Variants alternate, ``--repeat`` rounds, each figure the median of its rounds; the result is the
 ratio blackbox / otel (target <= 1.0x at ~20 KB). Then the paced run: the agent decides every 2 ms
@@ -90,7 +93,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         contents = Path(tmp) / "contents.json"
         write_contents(args.size, contents)
-        rounds: dict[str, list[dict[str, Any]]] = {"otel": [], "blackbox": []}
+        rounds: dict[str, list[dict[str, Any]]] = {
+            "otel": [],
+            "blackbox": [],
+            "redact-off": [],
+            "threads": [],
+        }
         for _ in range(args.repeat):
             for variant in rounds:
                 rounds[variant].append(run(variant, contents, args.count, args.warmup))
@@ -104,16 +112,19 @@ def main() -> None:
         )
         for variant, value in us.items():
             print(f"  {variant:9s} {value:8.1f} us   {value / us['otel']:.2f}x otel")
-        paced = {v: run(f"paced-{v}", contents, args.paced, 50) for v in ("none", "otel", "blackbox")}
+        paced = {
+            v: run(f"paced-{v}", contents, args.paced, 50) for v in ("none", "otel", "blackbox", "threads")
+        }
         print(f"event-loop delay, a decision every 2 ms ({args.paced} decisions), ms:")
         for variant, result in paced.items():
             print(
                 f"  {variant:9s} p50 {result['p50']:.3f}  p99 {result['p99']:.3f}  max {result['max']:.3f}"
                 f"   the agent's call: p50 {result['callP50']:.3f}  p99 {result['callP99']:.3f}"
             )
-        added = paced["blackbox"]["p99"] - paced["none"]["p99"]
+        added = {v: paced[v]["p99"] - paced["none"]["p99"] for v in ("otel", "blackbox", "threads")}
         print(
-            f"p99 added by blackbox: {added:.3f} ms (target < 1 ms); by otel: {paced['otel']['p99'] - paced['none']['p99']:.3f} ms"
+            f"p99 added by blackbox: {added['blackbox']:.3f} ms (target < 1 ms); with sealThreads 2: "
+            f"{added['threads']:.3f} ms; by otel: {added['otel']:.3f} ms"
         )
 
 

@@ -14,7 +14,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from "@opentelemetry/sdk-trace-base";
-import { Recorder, Signer, type Message, type Transport } from "../src/index.js";
+import { Recorder, Signer, type Message, type RedactMode, type Transport } from "../src/index.js";
 
 interface Content {
   request: Record<string, unknown>;
@@ -101,7 +101,7 @@ function otel(): { decide: (c: Content) => void; flush: () => Promise<void>; byt
   };
 }
 
-function blackbox(): { decide: (c: Content) => void; flush: () => Promise<void>; bytes: () => number } {
+function blackbox(redact: RedactMode = "builtin", sealThreads = 0): { decide: (c: Content) => void; flush: () => Promise<void>; bytes: () => number } {
   let bytes = 0;
   const transport: Transport = {
     async send(messages: readonly Message[]) {
@@ -114,6 +114,8 @@ function blackbox(): { decide: (c: Content) => void; flush: () => Promise<void>;
     signer: Signer.fromSeed(Buffer.alloc(32, 7)),
     transport,
     queueSize: count + warmup + 2048,
+    redact,
+    sealThreads,
     config: {
       model: "acme-chat",
       modelVersion: "2026-06-01",
@@ -155,7 +157,7 @@ function blackbox(): { decide: (c: Content) => void; flush: () => Promise<void>;
 }
 
 const kind = variant.replace("paced-", "");
-const recorder = kind === "otel" ? otel() : kind === "blackbox" ? blackbox() : { decide: () => undefined, flush: async () => undefined, bytes: () => 0 };
+const recorder = kind === "otel" ? otel() : kind === "blackbox" ? blackbox() : kind === "redact-off" ? blackbox("off") : kind === "threads" ? blackbox("builtin", 2) : { decide: () => undefined, flush: async () => undefined, bytes: () => 0 };
 for (let i = 0; i < warmup; i++) recorder.decide(data.contents[i % data.contents.length]!);
 await recorder.flush();
 const bytesBefore = recorder.bytes();

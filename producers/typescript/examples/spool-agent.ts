@@ -2,7 +2,7 @@
  * A Node agent recording through the spool (what the README's Node section shows, and what the
  * Python ingest test runs): a consequential decision, a routine one flagged later (flight recorder),
  * and one holding a value that cannot be recorded. Prints the decision ids and stats as JSON.
- * Environment: BLACKBOX_SPOOL_DIR, BLACKBOX_SIGNING_KEY_B64.
+ * Environment: BLACKBOX_SPOOL_DIR, BLACKBOX_SIGNING_KEY_B64, BLACKBOX_SEAL_THREADS (default 0).
  */
 import { Recorder, Signer, SpoolTransport } from "../src/index.js";
 
@@ -11,6 +11,7 @@ const rec = new Recorder({
   runtimeId: "rt_node_1",
   signer: Signer.fromBase64(process.env["BLACKBOX_SIGNING_KEY_B64"] ?? "", { name: "did:blackbox:node" }),
   transport: new SpoolTransport(process.env["BLACKBOX_SPOOL_DIR"] ?? "spool"),
+  sealThreads: Number(process.env["BLACKBOX_SEAL_THREADS"] ?? 0), // worker threads that seal (0: on the event loop)
   sampleOneIn: 0, // routine turns are structured-only (no sampling), so the flag below must bring the content in
 });
 

@@ -20,3 +20,6 @@ export { KafkaTransport, type KafkaTransportOptions } from "./kafka.js";
 export { LocalBlobStore, checkIn, claimKey, type BlobStore } from "./claimcheck.js";
 export { CHAT_MESSAGES_FORMAT, renderChatContext } from "./context.js";
 export { S3BlobStore, type S3BlobStoreOptions } from "./s3.js";
+export { CardDetector, EmailDetector, IbanDetector, IpDetector, PhoneDetector, builtinDetectors, findAll, ibanValid, luhnValid, type Detector, type Finding } from "./privacy/detectors.js";
+export { Placeholders, redactCapture, redactText, type CaptureRedaction, type Redacted } from "./privacy/redact.js";
+export { CIPHER, LocalKeyFile, Redactor, Vault, keyedHash, sealOriginal, type KeyEncryptionKey, type RedactMode } from "./privacy/protect.js";

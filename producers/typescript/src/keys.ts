@@ -24,9 +24,11 @@ export class Signer {
   readonly keyId: string;
   readonly publicKeyRef: string;
   readonly #key: KeyObject;
+  readonly #name: string | undefined;
 
   private constructor(key: KeyObject, name: string | undefined) {
     this.#key = key;
+    this.#name = name;
     const jwk = createPublicKey(key).export({ format: "jwk" });
     this.publicRaw = Buffer.from(jwk.x ?? "", "base64url");
     this.keyId = keyId(this.publicRaw);
@@ -43,6 +45,16 @@ export class Signer {
   /** A signer from the base64 seed text `blackbox keygen` writes (BLACKBOX_SIGNING_KEY_B64). */
   static fromBase64(text: string, options: { name?: string } = {}): Signer {
     return Signer.fromSeed(Buffer.from(text.trim(), "base64"), options);
+  }
+
+  /** @internal The key and name, for the recorder's sealing threads (a KeyObject crosses `postMessage`). */
+  forThread(): { key: KeyObject; name: string | undefined } {
+    return { key: this.#key, name: this.#name };
+  }
+
+  /** @internal The signer a sealing thread rebuilds from `forThread()`. */
+  static fromThread(value: { key: KeyObject; name: string | undefined }): Signer {
+    return new Signer(value.key, value.name);
   }
 
   sign(data: Buffer): Buffer {

@@ -15,9 +15,13 @@ import { Decision, currentDecisionStorage, type AgentConfig, type DecisionOption
 import { pae } from "./dsse.js";
 import { encodeCapture, encodeEvent } from "./avro.js";
 import { timestamp } from "./ids.js";
+import { ConfigurationError } from "./errors.js";
 import type { Signer } from "./keys.js";
 import { DEFAULT_SAMPLE_ONE_IN, captureLevel, stripContent } from "./policy.js";
 import { seal } from "./seal.js";
+import { randomBytes } from "node:crypto";
+import { LocalKeyFile, Redactor, Vault, type RedactMode } from "./privacy/protect.js";
+import { SealPool } from "./seal-pool.js";
 import type { Message, Transport } from "./spool.js";
 
 export const FLAG_PAYLOAD_TYPE = "application/vnd.blackbox.flag+json;version=v1";
@@ -40,6 +44,17 @@ export interface RecorderOptions {
   /** Where captures above `maxMessageBytes` go by claim check (without one they fail, reported). */
   readonly blobStore?: BlobStore;
   readonly maxMessageBytes?: number;
+  /** Personal data out of every capture before it is sealed (default "builtin", as the Python
+   * Recorder's BLACKBOX_REDACT): `replayPolicy.piiRedacted` then says whether anything was. */
+  readonly redact?: RedactMode;
+  /** Where the originals of redacted parts are kept sealed: a vault, or `kekFile` (the key file
+   * Python's BLACKBOX_KEK_FILE names) with the key records in `blobStore`. Without one the
+   * originals are redacted and not kept (a process warning says so once). */
+  readonly vault?: Vault;
+  readonly kekFile?: string;
+  /** Worker threads that redact, seal and encode captures off the agent's event loop (default 0:
+   * on the loop, in slices of `sliceMs`). */
+  readonly sealThreads?: number;
   readonly onError?: (problem: { decisionId: string | undefined; message: string }) => void;
 }
 
@@ -79,6 +94,9 @@ export class Recorder implements DecisionSink {
   readonly #key: Buffer;
   readonly #blobStore: BlobStore | undefined;
   readonly #maxMessageBytes: number;
+  readonly #redactor: Redactor | undefined;
+  readonly #vault: Vault | undefined;
+  readonly #pool: SealPool | undefined;
   #queue: (Decision | Message | { readonly sealed: Record<string, unknown> })[] = [];
   #scheduled = false;
   #inFlight: Promise<void> = Promise.resolve();
@@ -114,6 +132,14 @@ export class Recorder implements DecisionSink {
     this.#key = Buffer.from(this.agentId, "utf8");
     this.#blobStore = options.blobStore;
     this.#maxMessageBytes = options.maxMessageBytes ?? 900_000;
+    this.#vault = vaultOf(options);
+    this.#redactor = (options.redact ?? "builtin") === "off" ? undefined : new Redactor({ vault: this.#vault });
+    const threads = options.sealThreads ?? 0;
+    if (!Number.isInteger(threads) || threads < 0) throw new ConfigurationError(`sealThreads is a whole number >= 0, got ${threads}`);
+    this.#pool = threads > 0 ? new SealPool(threads, this.#signer) : undefined;
+    if (this.#redactor !== undefined && this.#redactor.vault === undefined) {
+      process.emitWarning("redaction is on but no vault is configured: originals are redacted and not kept (pass vault, or kekFile with blobStore)", { code: "BLACKBOX_NO_VAULT" });
+    }
   }
 
   /** A decision; with `fn`, it is the current decision (AsyncLocalStorage) while `fn` runs, and
@@ -203,6 +229,7 @@ export class Recorder implements DecisionSink {
 
   async close(): Promise<void> {
     await this.flush();
+    await this.#pool?.close();
     await this.#transport.close();
   }
 
@@ -220,21 +247,15 @@ export class Recorder implements DecisionSink {
     await Promise.all(batch.map((item) => (item instanceof Decision ? Promise.allSettled(item.pending) : undefined)));
     const messages: Message[] = [];
     this.#sliceStart = performance.now();
-    for (const item of batch) {
-      if (item instanceof Decision) {
-        const message = await this.#seal(item);
+    if (this.#pool !== undefined) {
+      // the threads seal the whole batch at once; messages keep the batch's order
+      for (const message of await Promise.all(batch.map((item) => this.#prepare(item)))) if (message !== undefined) messages.push(message);
+    } else {
+      for (const item of batch) {
+        const message = await this.#prepare(item);
         if (message !== undefined) messages.push(message);
-      } else if ("sealed" in item) {
-        try {
-          messages.push({ key: this.#key, value: await this.#checked(encodeCapture(item.sealed), item.sealed) });
-        } catch (error) {
-          this.stats.failed += 1;
-          this.#report(String(item.sealed["decisionId"]), `the flagged capture could not be sent: ${String(error)}`);
-        }
-      } else {
-        messages.push(item);
+        await this.#yieldIfDue();
       }
-      await this.#yieldIfDue();
     }
     try {
       await this.#transport.send(messages);
@@ -245,6 +266,18 @@ export class Recorder implements DecisionSink {
     }
     this.#scheduled = false;
     if (this.#queue.length > 0) this.#schedule();
+  }
+
+  async #prepare(item: Decision | Message | { readonly sealed: Record<string, unknown> }): Promise<Message | undefined> {
+    if (item instanceof Decision) return this.#seal(item);
+    if (!("sealed" in item)) return item;
+    try {
+      return { key: this.#key, value: await this.#checked(encodeCapture(item.sealed), item.sealed) };
+    } catch (error) {
+      this.stats.failed += 1;
+      this.#report(String(item.sealed["decisionId"]), `the flagged capture could not be sent: ${String(error)}`);
+      return undefined;
+    }
   }
 
   async #seal(decision: Decision): Promise<Message | undefined> {
@@ -261,7 +294,12 @@ export class Recorder implements DecisionSink {
       }
       const level = captureLevel(decision.decisionId, consequential, this.#sampleOneIn);
       capture["captureLevel"] = level;
+      if (this.#pool !== undefined) return await this.#sealInThread(decision.decisionId, capture, level === "structured-only");
       await this.#yieldIfDue();
+      if (this.#redactor !== undefined) {
+        await this.#redactor.protect(capture); // personal data out before anything is signed or sent
+        await this.#yieldIfDue();
+      }
       const sealed = seal(capture, this.#signer, { inPlace: true });
       await this.#yieldIfDue();
       let sent = sealed;
@@ -275,6 +313,15 @@ export class Recorder implements DecisionSink {
       this.#report(decision.decisionId, `sealing failed: ${String(error)}`);
       return undefined;
     }
+  }
+
+  async #sealInThread(decisionId: string, capture: Record<string, unknown>, structuredOnly: boolean): Promise<Message> {
+    const dataKey = this.#redactor !== undefined && this.#vault !== undefined ? randomBytes(32) : null;
+    const done = await this.#pool!.run({ capture, redact: this.#redactor !== undefined, dataKey, structuredOnly });
+    if ("error" in done) throw new Error(done.error);
+    if (done.keyUsed && dataKey !== null) await this.#vault!.store(decisionId, dataKey); // before the capture leaves
+    if (done.held !== null) this.#hold(decisionId, done.held);
+    return { key: this.#key, value: await this.#checked(Buffer.from(done.encoded.buffer, done.encoded.byteOffset, done.encoded.byteLength), capture) };
   }
 
   /** Give the event loop back once a slice of sealing is used up: the agent's timers and I/O wait
@@ -340,4 +387,10 @@ export class Recorder implements DecisionSink {
       // a failing error handler must not reach the agent either
     }
   }
+}
+
+function vaultOf(options: RecorderOptions): Vault | undefined {
+  if (options.vault !== undefined) return options.vault;
+  if (options.kekFile !== undefined && options.blobStore !== undefined) return new Vault(new LocalKeyFile(options.kekFile), options.blobStore);
+  return undefined;
 }

@@ -1,8 +1,10 @@
 /** The Recorder: the policy chooses as Python does, nothing reaches the agent, losses are counted. */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
-import { Recorder, Signer, currentDecision, isSampled, type Message, type Transport } from "../src/index.js";
+import { ConfigurationError, LocalKeyFile, Recorder, Signer, Vault, currentDecision, isSampled, type Message, type Transport } from "../src/index.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as {
   key: { seed: string };
@@ -113,4 +115,43 @@ test("renderContext renders the chat messages and spans the Python SDK renders",
   assert.equal(d.renderContext({ userMessage: "hi" }).text, renderChatContext("Be exact.", [["a", "first"], ["b", "second"]], "hi").text);
   d.finish({ output: null });
   await rec.close();
+});
+
+test("redaction is on by default; off sends the content as it is; a failing key store fails only that capture", async () => {
+  const email = "ada@example.com";
+  const record = async (options: Partial<ConstructorParameters<typeof Recorder>[0]>): Promise<{ sent: string; rec: Recorder; problems: string[] }> => {
+    const transport = new Kept();
+    const problems: string[] = [];
+    const rec = new Recorder({ agentId: "agt", signer, transport, sampleOneIn: 1, onError: (p) => problems.push(p.message), ...options });
+    const d = rec.decision({ request: { message: `write to ${email}` } });
+    d.finish({ output: `sent to ${email}` });
+    await rec.close();
+    return { sent: Buffer.concat(transport.sent.map((m) => m.value)).toString("latin1"), rec, problems };
+  };
+  const on = await record({});
+  assert.equal(on.rec.stats.delivered, 1);
+  assert.ok(!on.sent.includes(email) && on.sent.includes("[EMAIL_1]"));
+  const off = await record({ redact: "off" });
+  assert.ok(off.sent.includes(email) && !off.sent.includes("[EMAIL_1]"));
+  const broken = await record({ vault: new Vault(new LocalKeyFile(join(mkdtempSync(join(tmpdir(), "kek-")), "kek.key")), { put: () => Promise.reject(new Error("store down")) }) });
+  assert.equal(broken.rec.stats.failed, 1);
+  assert.equal(broken.rec.stats.delivered, 0);
+  assert.ok(broken.problems.some((p) => p.includes("store down")), broken.problems.join("\n"));
+});
+
+test("sealing threads: a bad count is a configuration error; captures sealed on threads are delivered in order", async () => {
+  assert.throws(() => new Recorder({ agentId: "agt", signer, transport: new Kept(), sealThreads: -1 }), ConfigurationError);
+  const transport = new Kept();
+  const rec = new Recorder({ agentId: "agt", signer, transport, sampleOneIn: 1, sealThreads: 2, redact: "off" });
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const d = rec.decision({ request: { n: i } });
+    ids.push(d.decisionId);
+    d.finish({ output: `turn ${i}` });
+  }
+  await rec.close();
+  assert.equal(rec.stats.delivered, 20);
+  assert.equal(rec.stats.failed, 0);
+  const order = transport.sent.map((m) => ids.findIndex((id) => m.value.includes(Buffer.from(id))));
+  assert.deepEqual(order, [...ids.keys()]);
 });

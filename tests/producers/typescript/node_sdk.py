@@ -31,12 +31,19 @@ def build_package() -> Path:
 
 
 def node(
-    script: list[str], *, env: dict[str, str] | None = None, cwd: Path = PACKAGE, timeout: float = 300
+    script: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path = PACKAGE,
+    timeout: float = 300,
+    input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``node`` (in the package directory unless ``cwd``) with ``env`` added to this process's environment."""
+    """``node`` (in the package directory unless ``cwd``) with ``env`` added to this process's environment,
+    ``input_text`` on its standard input."""
     return subprocess.run(
         ["node", *script],
         cwd=cwd,
+        input=input_text,
         capture_output=True,
         text=True,
         timeout=timeout,

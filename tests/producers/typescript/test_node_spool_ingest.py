@@ -33,7 +33,8 @@ def _env(data_dir: Path) -> dict[str, str]:
     return {"BLACKBOX_DATA_DIR": str(data_dir), "BLACKBOX_TRANSPORT": "spool", "BLACKBOX_BLOB": "local"}
 
 
-def test_node_captures_are_ingested_shown_and_verified(package: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", ["0", "2"], ids=["on-the-loop", "seal-threads"])
+def test_node_captures_are_ingested_shown_and_verified(package: Path, tmp_path: Path, threads: str) -> None:
     from consumers.cli import app
 
     data_dir = tmp_path / "bb"
@@ -43,7 +44,11 @@ def test_node_captures_are_ingested_shown_and_verified(package: Path, tmp_path: 
     trust.save(data_dir / "trust.toml")
     done = node(
         ["dist/examples/spool-agent.js"],
-        env={"BLACKBOX_SPOOL_DIR": str(data_dir / "spool"), "BLACKBOX_SIGNING_KEY_B64": SEED_B64},
+        env={
+            "BLACKBOX_SPOOL_DIR": str(data_dir / "spool"),
+            "BLACKBOX_SIGNING_KEY_B64": SEED_B64,
+            "BLACKBOX_SEAL_THREADS": threads,
+        },
     )
     assert done.returncode == 0, done.stderr
     ran = json.loads(done.stdout)

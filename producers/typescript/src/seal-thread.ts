@@ -1,0 +1,48 @@
+/**
+ * A sealing thread of the Recorder (`sealThreads`): redaction, hashing, signing and Avro encoding
+ * of a capture built on the agent's thread, so the agent's event loop pays only for handing the
+ * capture over and taking the bytes back. The data key is made on the agent's side (its wrapped
+ * form is stored there, before the capture is sent); the thread says whether the capture used it.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import type { KeyObject } from "node:crypto";
+import { encodeCapture } from "./avro.js";
+import { Signer } from "./keys.js";
+import { stripContent } from "./policy.js";
+import { Redactor } from "./privacy/protect.js";
+import { seal } from "./seal.js";
+
+export interface SealJob {
+  readonly id: number;
+  readonly capture: Record<string, unknown>;
+  readonly redact: boolean;
+  readonly dataKey: Uint8Array | null;
+  readonly structuredOnly: boolean;
+}
+
+export type SealDone =
+  | { readonly id: number; readonly encoded: Uint8Array; readonly held: Record<string, unknown> | null; readonly keyUsed: boolean }
+  | { readonly id: number; readonly error: string };
+
+if (parentPort !== null) {
+  const port = parentPort;
+  const signer = Signer.fromThread(workerData as { key: KeyObject; name: string | undefined });
+  port.on("message", (job: SealJob) => {
+    void run(job).then(
+      (done) => port.postMessage(done),
+      (error: unknown) => port.postMessage({ id: job.id, error: String(error) }),
+    );
+  });
+
+  async function run(job: SealJob): Promise<SealDone> {
+    let keyUsed = false;
+    const dataKey = job.dataKey;
+    if (job.redact) {
+      const issuer = dataKey === null ? undefined : { issue: async (): Promise<Buffer> => ((keyUsed = true), Buffer.from(dataKey)) };
+      await new Redactor({ vault: issuer }).protect(job.capture);
+    }
+    const sealed = seal(job.capture, signer, { inPlace: true });
+    const sent = job.structuredOnly ? stripContent(sealed) : sealed;
+    return { id: job.id, encoded: encodeCapture(sent), held: job.structuredOnly ? sealed : null, keyUsed };
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The built-in redaction reproduces the Python vectors (tests/producers/typescript/generate_vectors.py):
+ * texts redacted in turn with one set of placeholders, and a whole capture (its redactions, the
+ * original hashes and every byte of the redacted capture).
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { describe, test } from "node:test";
+import { Placeholders, builtinDetectors, redactCapture, redactText } from "../src/index.js";
+
+const vectors = JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as {
+  redaction: {
+    texts: { input: string; redacted: string; placed: [number, number, string, string][] }[];
+    capture: { input: Record<string, unknown>; redacted: Record<string, unknown>; redactions: unknown[]; originalHashes: Record<string, string> };
+  };
+};
+
+describe("redaction vectors", () => {
+  test("texts, one set of placeholders across them", () => {
+    const detectors = builtinDetectors();
+    const placeholders = new Placeholders();
+    for (const vector of vectors.redaction.texts) {
+      const done = redactText(vector.input, detectors, placeholders);
+      assert.equal(done === undefined ? vector.input : done.text, vector.redacted, vector.input);
+      assert.deepEqual(done === undefined ? [] : done.placed, vector.placed, vector.input);
+    }
+  });
+
+  test("a whole capture: redacted content, cleared hashes, redactions and original hashes", () => {
+    const capture = structuredClone(vectors.redaction.capture.input);
+    const done = redactCapture(capture, builtinDetectors());
+    assert.ok(done !== undefined);
+    assert.equal(JSON.stringify(done.capture), JSON.stringify(vectors.redaction.capture.redacted));
+    assert.deepEqual(done.redactions, vectors.redaction.capture.redactions);
+    assert.deepEqual(Object.entries(done.originalHashes), Object.entries(vectors.redaction.capture.originalHashes));
+    assert.deepEqual(Object.keys(done.originals), Object.keys(vectors.redaction.capture.originalHashes));
+  });
+
+  test("nothing personal: nothing changes", () => {
+    const capture = structuredClone(vectors.redaction.capture.input);
+    const memory = capture["memoryState"] as { workingSetEntries: { renderedContent: string }[] };
+    (capture["input"] as Record<string, unknown>)["requestPayload"] = { message: "order 12345, version 1.2.3.4.5" };
+    memory.workingSetEntries[0]!.renderedContent = "no one here";
+    (capture["executionTrace"] as Record<string, unknown>)["finalOutputText"] = "done";
+    const before = JSON.stringify(capture);
+    assert.equal(redactCapture(capture, builtinDetectors()), undefined);
+    assert.equal(JSON.stringify(capture), before);
+  });
+});
