@@ -303,3 +303,34 @@ ALTER TABLE access_log ADD COLUMN IF NOT EXISTS purpose String DEFAULT '' AFTER 
 ALTER TABLE access_log ADD COLUMN IF NOT EXISTS seq UInt64 DEFAULT 0 AFTER purpose;
 ALTER TABLE access_log ADD COLUMN IF NOT EXISTS prev_hash String DEFAULT '' AFTER seq;
 ALTER TABLE access_log ADD COLUMN IF NOT EXISTS row_hash String DEFAULT '' AFTER prev_hash;
+
+-- Pact versions (consumers/pacts/versions.py, DESIGN decision 26): mirrors of the signed versions and
+-- of every apply, which live in the blob store (pacts/); the record and the trends read these.
+CREATE TABLE IF NOT EXISTS pact_versions
+(
+    version       String,
+    content_hash  String,
+    parent        String,
+    author        String,
+    reason        String,
+    agents        String,                   -- comma-separated agent id globs
+    key_id        String,
+    created_at    DateTime64(3, 'UTC')
+)
+ENGINE = ReplacingMergeTree
+ORDER BY version;
+
+CREATE TABLE IF NOT EXISTS pact_applications
+(
+    version       String,
+    applied_at    DateTime64(3, 'UTC'),
+    applied_by    String,
+    reason        String,
+    forced        Bool,
+    gate          String
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (applied_at, version);
+
+-- The pact version that judged each pact_violations row ('' : the local pacts file, before versions).
+ALTER TABLE pact_violations ADD COLUMN IF NOT EXISTS pact_version String DEFAULT '' AFTER detail;
