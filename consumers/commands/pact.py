@@ -6,7 +6,12 @@
 - ``pact show VERSION [--json]`` one version, verified, with its document;
 - ``pact diff A B`` a unified diff of two versions' documents;
 - ``pact history [--agent ID] [--json]`` every version (those binding ``ID``), oldest first, with
-  which one is applied.
+  which one is applied;
+- ``pact apply VERSION [--sample N] [--force --reason TEXT] [--json]`` judges the findings' pinned
+  decisions and a sample of recent decisions of the bound agents under the applied and the new version
+  (:mod:`consumers.pacts.gate`), prints what would change per rule, and moves the shared pointer only
+  if the gate passes (exit 1 otherwise); ``--force`` applies anyway and is logged as forced with its
+  reason. Every capture read is a logged access (action ``evaluate``).
 """
 
 from __future__ import annotations
@@ -23,17 +28,24 @@ import typer
 
 from consumers.app.runtime import open_runtime
 from consumers.commands.index import JsonOpt, print_rows
+from consumers.findings.captures import stored_capture
+from consumers.findings.store import decision_rows_by_id
 from consumers.index.engine import insert_rows
+from consumers.pacts.gate import GateReport, judge_change
 from consumers.pacts.versions import (
+    AppliedPointer,
     PactVersion,
     PactVersionError,
     applied_pointer,
     list_versions,
     load_version,
     propose_version,
+    write_applied,
 )
+from consumers.privacy.ids import index_ids
 from producers.evidence import TrustStore, load_signer
 from producers.evidence.trust import format_time
+from schemas.errors import BlackboxError
 
 __all__ = ["register"]
 
@@ -166,12 +178,124 @@ def history(
     print_rows(rows, as_json=as_json, title="pact versions")
 
 
+def apply(
+    version: Annotated[str, typer.Argument(help="The version to apply (pv_…).")],
+    sample: Annotated[int, typer.Option("--sample", min=0, help="Recent decisions to judge.")] = 200,
+    force: Annotated[
+        bool, typer.Option("--force", help="Apply even if the gate fails (needs --reason).")
+    ] = False,
+    reason: Annotated[str, typer.Option("--reason", help="Why (required with --force).")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Gate a version by what it would change on real decisions, then apply it (or --force it)."""
+    if force and not reason.strip():
+        raise PactVersionError("--force needs --reason: a forced apply is logged with why")
+    now = datetime.now(UTC)
+    with open_runtime(existing_index=True) as rt:
+        trust = _trust(rt)
+        new = load_version(rt.blob_store, version, trust)
+        pointer = applied_pointer(rt.blob_store)
+        old_book = load_version(rt.blob_store, pointer.version, trust).book if pointer else rt.pacts
+        pinned = {
+            str(r["decision_id"]) for r in rt.index.query("SELECT decision_id FROM finding_decisions FINAL")
+        }
+        agents = [
+            str(r["agent_id"])
+            for r in rt.index.query("SELECT DISTINCT agent_id FROM decisions")
+            if new.book.binds(str(r["agent_id"])) or old_book.binds(str(r["agent_id"]))
+        ]
+        recent = rt.index.query(
+            "SELECT decision_id FROM decisions_current WHERE trust = 'verified' "
+            "AND agent_id IN {agents:Array(String)} ORDER BY captured_at DESC, decision_id LIMIT {n:UInt32}",
+            {"agents": agents, "n": sample},
+        )
+        ids = sorted(pinned | {str(r["decision_id"]) for r in recent})
+        captures, unreadable = _read(rt, ids, version)
+        report = judge_change(old_book, new.book, captures, pinned=pinned, unreadable=unreadable)
+        applied = report.passed or force
+        if applied:
+            pointer_row = AppliedPointer(
+                version=new.version,
+                applied_at=now,
+                applied_by=getpass.getuser(),
+                reason=reason.strip() or new.reason,
+                forced=not report.passed,
+                gate="passed" if report.passed else "failed: " + "; ".join(report.reasons()),
+            )
+            write_applied(rt.blob_store, pointer_row)
+            row = pointer_row.to_json()
+            insert_rows(
+                rt.index,
+                "pact_applications",
+                [
+                    {
+                        "version": row["version"],
+                        "applied_at": now,
+                        "applied_by": row["appliedBy"],
+                        "reason": row["reason"],
+                        "forced": row["forced"],
+                        "gate": row["gate"],
+                    }
+                ],
+            )
+    if as_json:
+        typer.echo(json.dumps({**report.to_json(), "version": new.version, "applied": applied}, indent=2))
+    else:
+        _print_gate(report, new.version, applied=applied)
+    if not applied:
+        raise typer.Exit(1)
+
+
+def _read(rt: Any, ids: list[str], version: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The stored captures of ``ids`` through the access gate; the ids that could not be read."""
+    rows = decision_rows_by_id(rt.index, ids)
+    loaded: list[dict[str, Any]] = []
+    unreadable = [did for did in ids if did not in rows]
+    for did, row in rows.items():
+        try:
+            loaded.append(stored_capture(rt.blob_store, row, index_ids(rt.settings)))
+        except (BlackboxError, ValueError):
+            unreadable.append(did)
+    records = rt.gate.authorize_many(
+        rt.caller(f"pact apply {version}"), loaded, action="evaluate", detail=f"pact gate {version}"
+    )
+    allowed = [c for c, r in zip(loaded, records, strict=True) if r.outcome == "allowed"]
+    unreadable += [
+        str(c.get("decisionId")) for c, r in zip(loaded, records, strict=True) if r.outcome != "allowed"
+    ]
+    return allowed, sorted(unreadable)
+
+
+def _print_gate(report: GateReport, version: str, *, applied: bool) -> None:
+    typer.echo(f"gate for {version}: judged {report.judged} decision(s), {report.pinned} pinned by findings")
+    if not report.changes:
+        typer.echo("  no verdict changes")
+    for c in report.changes:
+        typer.echo(
+            f"  {c.rule}: would flag {len(c.flagged)}, clear {len(c.cleared)}, "
+            f"errors {c.errors_before} -> {c.errors_after}"
+        )
+        for did in c.flagged[:10]:
+            typer.echo(f"    + {did}")
+        for did in c.cleared[:10]:
+            typer.echo(f"    - {did}")
+    if report.unreadable:
+        typer.echo(f"  not judged (unreadable or denied): {len(report.unreadable)}")
+    for why in report.reasons():
+        typer.echo(f"  FAIL: {why}")
+    verdict = "passed" if report.passed else "failed"
+    typer.echo(
+        f"gate {verdict}; {'applied' if applied else 'NOT applied (use --force --reason to override)'}"
+    )
+
+
 def register(app: typer.Typer) -> None:
     pact_app = typer.Typer(
-        help="Pact sets as signed versions: propose, show, diff, history.", no_args_is_help=True
+        help="Pact sets as signed versions: propose, show, diff, history, apply.", no_args_is_help=True
     )
     pact_app.command("propose")(propose)
     pact_app.command("show")(show)
     pact_app.command("diff")(diff)
     pact_app.command("history")(history)
+    pact_app.command("apply")(apply)
     app.add_typer(pact_app, name="pact")
