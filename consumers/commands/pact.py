@@ -20,7 +20,7 @@ import difflib
 import getpass
 import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +32,7 @@ from consumers.findings.captures import stored_capture
 from consumers.findings.store import decision_rows_by_id
 from consumers.index.engine import insert_rows
 from consumers.pacts.gate import GateReport, judge_change
+from consumers.pacts.record import agent_record
 from consumers.pacts.versions import (
     AppliedPointer,
     PactVersion,
@@ -44,8 +45,8 @@ from consumers.pacts.versions import (
 )
 from consumers.privacy.ids import index_ids
 from producers.evidence import TrustStore, load_signer
-from producers.evidence.trust import format_time
-from schemas.errors import BlackboxError
+from producers.evidence.trust import format_time, parse_time
+from schemas.errors import BlackboxError, ContractError
 
 __all__ = ["register"]
 
@@ -289,6 +290,35 @@ def _print_gate(report: GateReport, version: str, *, applied: bool) -> None:
     )
 
 
+def record(
+    agent: Annotated[str, typer.Argument(help="The agent id.")],
+    since: Annotated[
+        str | None, typer.Option("--since", help="Window start, ISO-8601 (default 30 days ago).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """An agent's behavioural record: decisions, failures, violations per rule per 1,000, findings,
+    gates, pact versions in force and a score (Wilson lower bound of clean decisions)."""
+    try:
+        start = parse_time(since) if since else datetime.now(UTC) - timedelta(days=30)
+    except ValueError as exc:
+        raise ContractError(f"not an ISO-8601 time: {since!r}", path="--since") from exc
+    with open_runtime(existing_index=True) as rt:
+        result = agent_record(rt.index, agent, since=start)
+    doc = result.to_json()
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    typer.echo(f"agent {agent} since {doc['since']}")
+    for name in ("decisions", "consequential", "failures", "clean"):
+        typer.echo(f"  {name:<14} {doc[name]}")
+    typer.echo(f"  {'score':<14} {doc['score']}  ({doc['score_formula']})")
+    typer.echo(f"  {'gates':<14} passed {doc['gates']['passed']}, failed {doc['gates']['failed']}")
+    print_rows(doc["violations"], as_json=False, title="pact violations (decisions, per 1,000)")
+    print_rows(doc["findings"], as_json=False, title="findings (pinned decisions, per 1,000)")
+    print_rows(doc["pact_versions"], as_json=False, title="pact versions in force")
+
+
 def register(app: typer.Typer) -> None:
     pact_app = typer.Typer(
         help="Pact sets as signed versions: propose, show, diff, history, apply.", no_args_is_help=True
@@ -299,3 +329,4 @@ def register(app: typer.Typer) -> None:
     pact_app.command("history")(history)
     pact_app.command("apply")(apply)
     app.add_typer(pact_app, name="pact")
+    app.command("record")(record)

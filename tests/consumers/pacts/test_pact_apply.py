@@ -74,3 +74,9 @@ def test_the_gate_refuses_a_loosening_and_reports_what_a_tightening_flags(tmp_pa
     assert flagged["refund_within_disputed_charge"] == set(wrong)
     history = json.loads(blackbox(["pact", "history", "--json"], env=env).stdout)
     assert [r["version"] for r in history if r["applied"]] == [strict]
+
+    # The record lists both applies as the versions in force (the forced one marked).
+    record = json.loads(
+        blackbox(["record", "agt_support", "--since", "2000-01-01T00:00:00Z", "--json"], env=env).stdout
+    )
+    assert [(v["version"], v["forced"]) for v in record["pact_versions"]] == [(loose, True), (strict, False)]
