@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from consumers.pacts.book import PactBook
-from consumers.pacts.versions import APPLIED_KEY, PactVersionError, _pointer, load_version
+from consumers.pacts.versions import APPLIED_KEY, PactVersionError, load_version, parse_pointer
 from producers.blobstore import BlobNotFound, BlobStore
 from producers.evidence import TrustStore
 from schemas.errors import BlackboxError
@@ -64,7 +64,7 @@ class AppliedPactSource:
             return self._current
         self._seen = raw
         try:
-            pointer = _pointer(raw)
+            pointer = parse_pointer(raw)
             trust = self._trust() if callable(self._trust) else self._trust
             version = load_version(self._store, pointer.version, trust)
         except (PactVersionError, BlackboxError) as exc:

@@ -48,6 +48,7 @@ __all__ = [
     "applied_pointer",
     "list_versions",
     "load_version",
+    "parse_pointer",
     "propose_version",
     "version_key",
     "write_applied",
@@ -261,10 +262,11 @@ def applied_pointer(store: BlobStore) -> AppliedPointer | None:
         raw = store.get(APPLIED_KEY)
     except BlobNotFound:
         return None
-    return _pointer(raw)
+    return parse_pointer(raw)
 
 
-def _pointer(raw: bytes) -> AppliedPointer:
+def parse_pointer(raw: bytes) -> AppliedPointer:
+    """The pointer object's JSON (:class:`PactVersionError` when malformed)."""
     try:
         value = json.loads(raw)
         return AppliedPointer(
@@ -281,7 +283,7 @@ def _pointer(raw: bytes) -> AppliedPointer:
 
 def applied_history(store: BlobStore) -> list[AppliedPointer]:
     """Every apply, oldest first (the applied-log)."""
-    return [_pointer(store.get(key)) for key in sorted(store.list(APPLIED_LOG_PREFIX))]
+    return [parse_pointer(store.get(key)) for key in sorted(store.list(APPLIED_LOG_PREFIX))]
 
 
 def write_applied(store: BlobStore, pointer: AppliedPointer) -> None:
