@@ -22,6 +22,7 @@ from consumers.commands import (
     keys,
     log,
     otlp,
+    pact,
     privacy,
     replay,
     retention,
@@ -49,6 +50,7 @@ for _module in (
     privacy,  # erase (crypto-shredding of personal data)
     replay,  # replay, bisect, regress
     finding,  # finding add / list / show
+    pact,  # pact propose / show / diff / history / apply (versioned pact sets), record
     demo,  # demo, report
     otlp,  # otlp (the OTLP/HTTP trace receiver)
     log,  # log checkpoint / key / prove / verify (the transparency log)

@@ -258,17 +258,20 @@ class Runtime:
         store file as it changes, under the configured retention policy, pacts and fault hook. ``options`` go
         to :func:`~consumers.ingest.service.build_service` (``batch_size``, ``workers`` …)."""
         from consumers.ingest.service import ReloadingTrust, build_service
+        from consumers.pacts.applied import AppliedPactSource
         from consumers.privacy.identifiers import IdentifierResolver
         from consumers.privacy.ids import index_ids
         from producers.privacy.protect import vault_from_settings
+
+        trust = ReloadingTrust(self.settings.resolved_trust_store)
 
         return build_service(
             self.settings,
             index=self.index,
             store=self.blob_store,
-            trust=ReloadingTrust(self.settings.resolved_trust_store),
+            trust=trust,
             policy=self.retention_policy,
-            pacts=self.pacts.rules,
+            pacts=AppliedPactSource(self.blob_store, trust=trust, fallback=self.pacts),
             fault=self.settings.fault or None,
             tlog=self.transparency_log if self.settings.tlog else None,
             index_id_key=index_ids(self.settings).key,

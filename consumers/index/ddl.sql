@@ -315,3 +315,34 @@ CREATE TABLE IF NOT EXISTS blob_versions
 )
 ENGINE = ReplacingMergeTree(written_at)
 ORDER BY blob_key;
+
+-- Pact versions (consumers/pacts/versions.py, DESIGN decision 26): mirrors of the signed versions and
+-- of every apply, which live in the blob store (pacts/); the record and the trends read these.
+CREATE TABLE IF NOT EXISTS pact_versions
+(
+    version       String,
+    content_hash  String,
+    parent        String,
+    author        String,
+    reason        String,
+    agents        String,                   -- comma-separated agent id globs
+    key_id        String,
+    created_at    DateTime64(3, 'UTC')
+)
+ENGINE = ReplacingMergeTree
+ORDER BY version;
+
+CREATE TABLE IF NOT EXISTS pact_applications
+(
+    version       String,
+    applied_at    DateTime64(3, 'UTC'),
+    applied_by    String,
+    reason        String,
+    forced        Bool,
+    gate          String
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (applied_at, version);
+
+-- The pact version that judged each pact_violations row ('' : the local pacts file, before versions).
+ALTER TABLE pact_violations ADD COLUMN IF NOT EXISTS pact_version String DEFAULT '' AFTER detail;

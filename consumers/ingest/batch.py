@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from consumers.index import CaptureRows, Index, flag_row, state_version
+from consumers.pacts.applied import AppliedPacts
 from consumers.pacts.evaluate import Evaluation
 from consumers.pacts.expression import Rule
 from consumers.pacts.store import insert_violations
@@ -199,7 +200,7 @@ class BatchProcessor:
         level: int = DEFAULT_LEVEL,
         require_signed_flags: bool = True,
         workers: int = 0,
-        pacts: Sequence[Rule] = (),
+        pacts: Sequence[Rule] | Callable[[], AppliedPacts] = (),
         tlog: TransparencyLog | None = None,
         index_id_key: bytes | None = None,
         identifiers: IdentifierResolver | None = None,
@@ -213,7 +214,11 @@ class BatchProcessor:
         self.clock = clock
         self.level = level
         self.require_signed_flags = require_signed_flags
-        self.pacts = tuple(pacts)
+        # a callable is the shared applied pact version (consumers.pacts.applied), checked per batch
+        self._pact_source = pacts if callable(pacts) else None
+        self.pacts: tuple[Rule, ...] = () if callable(pacts) else tuple(pacts)
+        self.pact_version = ""
+        self._pact_binds: Callable[[str], bool] | None = None
         self.tlog = tlog
         self.index_id_key = index_id_key  # None: origin ids indexed raw (consumers.privacy.ids)
         self.identifiers = identifiers  # opens committed ids for the index (consumers.privacy.identifiers)
@@ -262,6 +267,10 @@ class BatchProcessor:
         now = self.clock()
         if callable(self._trust_source):  # e.g. re-read when the trust store file changes
             self.trust = self._trust_source()
+        if self._pact_source is not None:  # a newly applied pact version judges this batch
+            applied = self._pact_source()
+            self.pacts, self.pact_version = applied.book.rules, applied.version
+            self._pact_binds = applied.book.binds
         work = _Work()
         ctx = self._context(now)
         prepared = self._pool.run([(m.value, source_of(m)) for m in batch], ctx)
@@ -278,7 +287,7 @@ class BatchProcessor:
         flag_values = self._flags_of_their_agents(work, verified_flags, existing)
         accepted = self._dedup(work, existing)
         self._apply_pending_flags(accepted, flag_values)
-        pacts = apply_pacts(accepted, now=now)
+        pacts = apply_pacts(accepted, now=now, version=self.pact_version, binds=self._pact_binds)
         quarantine = self._new_quarantine(work.quarantine)
 
         segments = self._write_segments(accepted, quarantine)

@@ -16,7 +16,7 @@ log line per rule and batch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -48,8 +48,15 @@ class PactRows:
     errors: int = 0
 
 
-def apply_pacts(items: Sequence[_Accepted], *, now: datetime) -> PactRows:
-    """Flag the violating items in place and collect the rows (module docstring)."""
+def apply_pacts(
+    items: Sequence[_Accepted],
+    *,
+    now: datetime,
+    version: str = "",
+    binds: Callable[[str], bool] | None = None,
+) -> PactRows:
+    """Flag the violating items in place and collect the rows (module docstring); ``version`` is the
+    pact version that judged them, ``binds`` which agents it judges (None: every agent)."""
     out = PactRows()
     first_error: dict[str, tuple[str, str]] = {}
     error_counts: dict[str, int] = {}
@@ -58,7 +65,11 @@ def apply_pacts(items: Sequence[_Accepted], *, now: datetime) -> PactRows:
         if evaluation is None or not evaluation.results or rows is None:
             continue
         decision = rows.decision
-        out.results.extend(violation_rows(decision, evaluation.results, evaluated_at=now))
+        if binds is not None and not binds(str(decision["agent_id"])):
+            continue
+        out.results.extend(
+            violation_rows(decision, evaluation.results, evaluated_at=now, pact_version=version)
+        )
         for error in evaluation.errors:
             out.errors += 1
             error_counts[error.rule] = error_counts.get(error.rule, 0) + 1

@@ -14,7 +14,7 @@ key needs no restart. ``fault`` (crash tests only; the setting ``BLACKBOX_FAULT`
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from consumers.index import Index
 from consumers.ingest.telemetry import IngestTelemetry
 from consumers.observability.health import Health
+from consumers.pacts.applied import AppliedPacts
 from consumers.pacts.expression import Rule
 from consumers.privacy.identifiers import IdentifierResolver
 from consumers.retention.policy import RetentionPolicy, default_policy
@@ -132,7 +133,7 @@ def build_service(
     loop_config: LoopConfig | None = None,
     workers: int = 0,
     telemetry: IngestTelemetry | None = None,
-    pacts: Sequence[Rule] = (),
+    pacts: Sequence[Rule] | Callable[[], AppliedPacts] = (),
     tlog: TransparencyLog | None = None,
     index_id_key: bytes | None = None,
     identifiers: IdentifierResolver | None = None,

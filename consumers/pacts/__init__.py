@@ -14,6 +14,10 @@ Module map (one concept each):
 - :mod:`~consumers.pacts.book` — the pact file: load, validate, refuse a rule that does not compile
 - :mod:`~consumers.pacts.evaluate` — every pact on one decision: violations and evaluation errors
 - :mod:`~consumers.pacts.store` — the SQL: ``pact_violations`` rows and the failure flag of a violation
+- :mod:`~consumers.pacts.versions` — pact sets as signed versions in the blob store, the applied pointer
+- :mod:`~consumers.pacts.applied` — the applied version ingest judges by, re-read when it changes
+- :mod:`~consumers.pacts.gate` — what a new version would flag or clear before it is applied
+- :mod:`~consumers.pacts.record` — an agent's behavioural record and its score
 """
 
 from consumers.pacts.book import NAME, PactBook, load_pacts, parse_pacts

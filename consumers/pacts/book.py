@@ -1,6 +1,8 @@
 """The pact file: named behavioural commitments, each a CEL rule that must hold on every decision.
 
-``BLACKBOX_PACTS`` names it (default ``<data_dir>/pacts.toml``; no file there means no pacts)::
+``BLACKBOX_PACTS`` names it (default ``<data_dir>/pacts.toml``; no file there means no pacts); a
+versioned pact set (:mod:`consumers.pacts.versions`) is the same text, and its optional top-level
+``agents = ["billing-*"]`` names the agents it binds (default every agent)::
 
     [pact.refund_within_disputed_charge]
     description = "A refund never exceeds the charge the customer disputed."
@@ -20,6 +22,7 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,11 @@ class PactBook:
 
     rules: tuple[Rule, ...] = ()
     source: str = ""
+    agents: tuple[str, ...] = ("*",)  # agent id globs the set binds (top-level ``agents``; default all)
+
+    def binds(self, agent_id: str) -> bool:
+        """Whether this set judges ``agent_id`` (one of :attr:`agents` matches it, fnmatch-style)."""
+        return any(fnmatchcase(agent_id, pattern) for pattern in self.agents)
 
     def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules)
@@ -70,18 +78,26 @@ def parse_pacts(text: str, *, source: str = "<pacts>") -> PactBook:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PactInvalid(f"pact file {source} is not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"pact"})
+    unknown = sorted(set(data) - {"pact", "agents"})
     if unknown:
         raise PactInvalid(
-            f"pact file {source}: unknown top-level key(s) {', '.join(unknown)}; use [pact.NAME]"
+            f"pact file {source}: unknown top-level key(s) {', '.join(unknown)}; use [pact.NAME] "
+            "and agents = [GLOB, ...]"
         )
+    agents = data.get("agents", ["*"])
+    if (
+        not isinstance(agents, list)
+        or not agents
+        or not all(isinstance(a, str) and a.strip() for a in agents)
+    ):
+        raise PactInvalid(f"pact file {source}: agents must be a non-empty list of agent id globs")
     tables = data.get("pact", {})
     if not isinstance(tables, Mapping):
         raise PactInvalid(f"pact file {source}: 'pact' must be tables, [pact.NAME] with a rule")
     rules = tuple(_rule(name, value, source) for name, value in tables.items())
     for rule in rules:
         check_rule(rule)
-    return PactBook(rules=rules, source=source)
+    return PactBook(rules=rules, source=source, agents=tuple(a.strip() for a in agents))
 
 
 def _rule(name: str, value: Any, source: str) -> Rule:

@@ -34,9 +34,14 @@ def flag_reason(rules: Sequence[str]) -> str:
 
 
 def violation_rows(
-    decision: Mapping[str, Any], results: Iterable[RuleResult], *, evaluated_at: datetime
+    decision: Mapping[str, Any],
+    results: Iterable[RuleResult],
+    *,
+    evaluated_at: datetime,
+    pact_version: str = "",
 ) -> list[dict[str, Any]]:
-    """``pact_violations`` rows of one decision (``decision``: its ``decisions`` row)."""
+    """``pact_violations`` rows of one decision (``decision``: its ``decisions`` row), naming the pact
+    version that judged it (``''``: the local pacts file)."""
     return [
         {
             "decision_id": decision["decision_id"],
@@ -45,6 +50,7 @@ def violation_rows(
             "rule": r.rule,
             "kind": r.kind,
             "detail": r.detail,
+            "pact_version": pact_version,
             "evaluated_at": evaluated_at,
         }
         for r in results

@@ -1,0 +1,79 @@
+"""The pact set ingest judges by: the applied version in the shared blob store, re-read when it changes.
+
+Every ingest host calls the same :class:`AppliedPactSource` once per batch. The check is one GET of the
+small pointer object (``pacts/applied.json``); only when its bytes change is the version loaded and its
+signature verified again, so a version applied while ingest runs judges the next batch, on every host,
+without a restart. Before any version is applied, the local pacts file (``BLACKBOX_PACTS``) is used and
+its rows name no version (``pact_version = ''``).
+
+A pointer that names a version which does not verify (tampered, untrusted key) is logged as an error
+and ingest keeps judging by the version it had: ingest never stops, and never silently drops to no
+rules because an object was altered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from consumers.pacts.book import PactBook
+from consumers.pacts.versions import APPLIED_KEY, PactVersionError, load_version, parse_pointer
+from producers.blobstore import BlobNotFound, BlobStore
+from producers.evidence import TrustStore
+from schemas.errors import BlackboxError
+
+__all__ = ["AppliedPactSource", "AppliedPacts"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedPacts:
+    """The rules in force and the version that holds them (``''``: the local file, no version)."""
+
+    book: PactBook
+    version: str = ""
+
+
+class AppliedPactSource:
+    """Callable once per batch: the applied pact version, reloaded only when the pointer changed."""
+
+    def __init__(
+        self,
+        store: BlobStore,
+        *,
+        trust: TrustStore | Callable[[], TrustStore],
+        fallback: PactBook | None = None,
+    ) -> None:
+        self._store = store
+        self._trust = trust
+        self._current = AppliedPacts(book=fallback or PactBook())
+        self._seen: bytes | None = None
+        self.loads = 0  # versions loaded and verified (the cheap path does not count)
+
+    def __call__(self) -> AppliedPacts:
+        try:
+            raw = self._store.get(APPLIED_KEY)
+        except BlobNotFound:
+            return self._current
+        except BlackboxError as exc:  # the store is down: the batch will fail on its own writes
+            logger.warning("pact pointer %s unreadable, keeping %s: %s", APPLIED_KEY, self._label(), exc)
+            return self._current
+        if raw == self._seen:
+            return self._current
+        self._seen = raw
+        try:
+            pointer = parse_pointer(raw)
+            trust = self._trust() if callable(self._trust) else self._trust
+            version = load_version(self._store, pointer.version, trust)
+        except (PactVersionError, BlackboxError) as exc:
+            logger.error("applied pact version refused, still judging by %s: %s", self._label(), exc)
+            return self._current
+        self.loads += 1
+        self._current = AppliedPacts(book=version.book, version=version.version)
+        logger.info("judging by pact version %s (%d rule(s))", version.version, len(version.book))
+        return self._current
+
+    def _label(self) -> str:
+        return self._current.version or "the local pacts file"

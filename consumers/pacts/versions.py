@@ -1,0 +1,294 @@
+"""Pact versions: a pact set stored as signed, content-addressed evidence in the shared blob store
+(DESIGN decision 26).
+
+A version is the pact file's text plus who proposed it, why, when and on top of which version::
+
+    pacts/versions/<version>.json   DSSE envelope (PAYLOAD_TYPE) over the RFC 8785 record, signed by
+                                    an operator key from the trust store
+    pacts/applied.json              the applied version: every ingest host reads this one pointer
+    pacts/applied-log/<at>-<v>.json one object per apply (who, why, forced, the gate's verdict)
+
+``version`` is ``pv_`` + the first 24 hex of sha256 over the canonical record without it, so the id
+names the content, the parent, the author, the reason and the time; ``content_hash`` is sha256 of the
+document's UTF-8 bytes (two versions with the same rules share it). Reading a version verifies the
+signature against the trust store and recomputes both hashes: a tampered object is refused by name.
+
+The blob store has no compare-and-swap on this branch, so the pointer is a plain put: two operators
+applying at the same moment both succeed and the later put wins; the applied-log keeps both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+
+from consumers.pacts.book import PactBook, parse_pacts
+from consumers.pacts.expression import PactInvalid
+from producers.blobstore import BlobNotFound, BlobStore
+from producers.evidence import TrustStore
+from producers.evidence.canonical import canonical_json
+from producers.evidence.dsse import open_envelope, pae
+from producers.evidence.events import sign_event
+from producers.evidence.keys import Signer
+from producers.evidence.trust import format_time, parse_time
+from schemas.errors import BlackboxError
+
+__all__ = [
+    "APPLIED_KEY",
+    "PAYLOAD_TYPE",
+    "AppliedPointer",
+    "PactVersion",
+    "PactVersionError",
+    "applied_pointer",
+    "list_versions",
+    "load_version",
+    "parse_pointer",
+    "propose_version",
+    "version_key",
+    "write_applied",
+]
+
+PAYLOAD_TYPE = "application/vnd.blackbox.pact-version+json;version=v1"
+VERSIONS_PREFIX = "pacts/versions/"
+APPLIED_KEY = "pacts/applied.json"
+APPLIED_LOG_PREFIX = "pacts/applied-log/"
+
+
+class PactVersionError(BlackboxError):
+    """A pact version cannot be proposed, found, verified or applied; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class PactVersion:
+    """One stored pact set version, verified."""
+
+    version: str
+    content_hash: str
+    parent: str
+    author: str
+    reason: str
+    created_at: datetime
+    document: str
+    key_id: str
+    book: PactBook
+
+    def record(self) -> dict[str, Any]:
+        """The signed record (what the envelope's payload holds)."""
+        return _record(
+            document=self.document,
+            parent=self.parent,
+            author=self.author,
+            reason=self.reason,
+            created_at=self.created_at,
+            agents=self.book.agents,
+        ) | {"version": self.version}
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedPointer:
+    """The applied version as the shared pointer says: who applied it, when, why, forced or gated."""
+
+    version: str
+    applied_at: datetime
+    applied_by: str
+    reason: str
+    forced: bool
+    gate: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "appliedAt": format_time(self.applied_at),
+            "appliedBy": self.applied_by,
+            "reason": self.reason,
+            "forced": self.forced,
+            "gate": self.gate,
+        }
+
+
+def version_key(version: str) -> str:
+    if not version.startswith("pv_") or not version[3:].isalnum():
+        raise PactVersionError(f"{version!r} is not a pact version id (pv_ and 24 hex digits)")
+    return f"{VERSIONS_PREFIX}{version}.json"
+
+
+def _record(
+    *, document: str, parent: str, author: str, reason: str, created_at: datetime, agents: tuple[str, ...]
+) -> dict[str, Any]:
+    return {
+        "kind": "pact-version",
+        "contentHash": "sha256:" + hashlib.sha256(document.encode("utf-8")).hexdigest(),
+        "parent": parent,
+        "author": author,
+        "reason": reason,
+        "createdAt": format_time(created_at),
+        "agents": list(agents),
+        "document": document,
+    }
+
+
+def _version_id(record: Mapping[str, Any]) -> str:
+    unsigned = {k: v for k, v in record.items() if k != "version"}
+    return "pv_" + hashlib.sha256(canonical_json(unsigned, path="pact")).hexdigest()[:24]
+
+
+def propose_version(
+    store: BlobStore,
+    *,
+    document: str,
+    author: str,
+    reason: str,
+    signer: Signer,
+    now: datetime,
+    parent: str | None = None,
+    source: str = "<pact>",
+) -> PactVersion:
+    """Check the document (every rule compiles), sign it and store it as a new version. The parent is
+    the applied version unless ``parent`` is given; nothing is applied."""
+    if not reason.strip():
+        raise PactVersionError("a pact version needs a reason (--reason)")
+    if not author.strip():
+        raise PactVersionError("a pact version needs an author")
+    book = parse_pacts(document, source=source)
+    if parent is None:
+        pointer = applied_pointer(store)
+        parent = pointer.version if pointer else ""
+    elif parent:
+        version_key(parent)
+    record = _record(
+        document=document,
+        parent=parent,
+        author=author.strip(),
+        reason=reason.strip(),
+        created_at=now,
+        agents=book.agents,
+    )
+    record["version"] = _version_id(record)
+    envelope = sign_event(record, signer, payload_type=PAYLOAD_TYPE)
+    store.put(version_key(record["version"]), json.dumps(envelope, sort_keys=True).encode("utf-8"))
+    return _version(record, signer.key_id, book)
+
+
+def load_version(store: BlobStore, version: str, trust: TrustStore) -> PactVersion:
+    """The stored version, its signature verified and its hashes recomputed (:class:`PactVersionError`)."""
+    key = version_key(version)
+    try:
+        raw = store.get(key)
+    except BlobNotFound:
+        raise PactVersionError(f"no pact version {version} (see `blackbox pact history`)") from None
+    where = f"pact version {version}"
+    try:
+        envelope = json.loads(raw)
+        payload, payload_type, signatures = open_envelope(envelope)
+    except (ValueError, BlackboxError) as exc:
+        raise PactVersionError(f"{where}: not a signed envelope: {exc}") from exc
+    if payload_type != PAYLOAD_TYPE:
+        raise PactVersionError(f"{where}: payloadType {payload_type!r} is not {PAYLOAD_TYPE!r}")
+    try:
+        record = json.loads(payload)
+        created_at = parse_time(record["createdAt"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PactVersionError(f"{where}: the record is malformed: {exc}") from exc
+    key_id = _verified_key(signatures, payload, trust, created_at, where)
+    if record.get("version") != version or _version_id(record) != version:
+        raise PactVersionError(f"{where}: the record does not hash to its version id (altered)")
+    document = str(record.get("document", ""))
+    expected = "sha256:" + hashlib.sha256(document.encode("utf-8")).hexdigest()
+    if record.get("contentHash") != expected:
+        raise PactVersionError(f"{where}: the document does not match its content hash")
+    try:
+        book = parse_pacts(document, source=where)
+    except PactInvalid as exc:
+        raise PactVersionError(f"{where}: {exc}") from exc
+    return _version(record, key_id, book)
+
+
+def _verified_key(
+    signatures: list[tuple[str | None, bytes]],
+    payload: bytes,
+    trust: TrustStore,
+    at: datetime,
+    where: str,
+) -> str:
+    reasons: list[str] = []
+    for key_id, signature in signatures:
+        if not key_id:
+            continue
+        try:
+            trust.check(key_id, at).verify(signature, pae(PAYLOAD_TYPE, payload))
+        except InvalidSignature:
+            reasons.append(f"{key_id}: the signature does not verify")
+            continue
+        except BlackboxError as exc:
+            reasons.append(str(exc))
+            continue
+        return key_id
+    raise PactVersionError(f"{where}: no trusted signature ({'; '.join(reasons) or 'none named a key'})")
+
+
+def _version(record: Mapping[str, Any], key_id: str, book: PactBook) -> PactVersion:
+    return PactVersion(
+        version=str(record["version"]),
+        content_hash=str(record["contentHash"]),
+        parent=str(record.get("parent", "")),
+        author=str(record.get("author", "")),
+        reason=str(record.get("reason", "")),
+        created_at=parse_time(record["createdAt"]),
+        document=str(record["document"]),
+        key_id=key_id,
+        book=book,
+    )
+
+
+def list_versions(store: BlobStore, trust: TrustStore) -> list[PactVersion]:
+    """Every stored version, verified, oldest first (a version that fails verification raises)."""
+    versions = [
+        load_version(store, key.removeprefix(VERSIONS_PREFIX).removesuffix(".json"), trust)
+        for key in store.list(VERSIONS_PREFIX)
+        if key.endswith(".json")
+    ]
+    return sorted(versions, key=lambda v: (v.created_at, v.version))
+
+
+def applied_pointer(store: BlobStore) -> AppliedPointer | None:
+    """The applied version's pointer, or None when no version was ever applied."""
+    try:
+        raw = store.get(APPLIED_KEY)
+    except BlobNotFound:
+        return None
+    return parse_pointer(raw)
+
+
+def parse_pointer(raw: bytes) -> AppliedPointer:
+    """The pointer object's JSON (:class:`PactVersionError` when malformed)."""
+    try:
+        value = json.loads(raw)
+        return AppliedPointer(
+            version=str(value["version"]),
+            applied_at=parse_time(value["appliedAt"]),
+            applied_by=str(value.get("appliedBy", "")),
+            reason=str(value.get("reason", "")),
+            forced=bool(value.get("forced", False)),
+            gate=str(value.get("gate", "")),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PactVersionError(f"{APPLIED_KEY} is malformed: {exc}") from exc
+
+
+def applied_history(store: BlobStore) -> list[AppliedPointer]:
+    """Every apply, oldest first (the applied-log)."""
+    return [parse_pointer(store.get(key)) for key in sorted(store.list(APPLIED_LOG_PREFIX))]
+
+
+def write_applied(store: BlobStore, pointer: AppliedPointer) -> None:
+    """Log the apply, then move the shared pointer (a plain put: no compare-and-swap on this store)."""
+    body = json.dumps(pointer.to_json(), sort_keys=True).encode("utf-8")
+    stamp = pointer.applied_at.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    store.put(f"{APPLIED_LOG_PREFIX}{stamp}-{pointer.version}.json", body)
+    store.put(APPLIED_KEY, body)
