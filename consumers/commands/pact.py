@@ -197,20 +197,12 @@ def apply(
         new = load_version(rt.blob_store, version, trust)
         pointer = applied_pointer(rt.blob_store)
         old_book = load_version(rt.blob_store, pointer.version, trust).book if pointer else rt.pacts
-        pinned = {
-            str(r["decision_id"]) for r in rt.index.query("SELECT decision_id FROM finding_decisions FINAL")
-        }
-        agents = [
-            str(r["agent_id"])
-            for r in rt.index.query("SELECT DISTINCT agent_id FROM decisions")
-            if new.book.binds(str(r["agent_id"])) or old_book.binds(str(r["agent_id"]))
-        ]
-        recent = rt.index.query(
-            "SELECT decision_id FROM decisions_current WHERE trust = 'verified' "
-            "AND agent_id IN {agents:Array(String)} ORDER BY captured_at DESC, decision_id LIMIT {n:UInt32}",
-            {"agents": agents, "n": sample},
+        from consumers.pacts.store import gate_candidates
+
+        pinned, recent = gate_candidates(
+            rt.index, sample=sample, binds=lambda a: new.book.binds(a) or old_book.binds(a)
         )
-        ids = sorted(pinned | {str(r["decision_id"]) for r in recent})
+        ids = sorted(pinned | set(recent))
         captures, unreadable = _read(rt, ids, version)
         report = judge_change(old_book, new.book, captures, pinned=pinned, unreadable=unreadable)
         applied = report.passed or force

@@ -77,7 +77,9 @@ def dependency_checks(rt: Any, *, index: bool = True) -> dict[str, Check]:
     settings = rt.settings
 
     def index_answers() -> None:
-        rt.index.query("SELECT 1")
+        from consumers.observability.store import index_answers as answers
+
+        answers(rt.index)
 
     def blob_store() -> None:
         rt.blob_store.exists("readyz/probe")

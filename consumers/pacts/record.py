@@ -86,40 +86,12 @@ def _per_1000(count: int, n: int) -> float:
 
 def agent_record(index: Index, agent: str, *, since: datetime) -> AgentRecord:
     """The record of ``agent`` from ``since`` on (module docstring)."""
-    params = {"agent": agent, "since": since}
-    window = (
-        "agent_id = {agent:String} AND trust = 'verified' AND captured_at >= {since:DateTime64(3, 'UTC')}"
-    )
-    violated = (
-        "SELECT decision_id FROM pact_violations FINAL WHERE kind = 'violation' "
-        "AND agent_id = {agent:String} AND captured_at >= {since:DateTime64(3, 'UTC')}"
-    )
-    (head,) = index.query(
-        "SELECT count() AS n, countIf(consequential OR decision_id IN "
-        "(SELECT decision_id FROM flags WHERE agent_id = {agent:String})) AS consequential, "
-        f"countIf(failed_any) AS failures, countIf(NOT failed_any AND decision_id NOT IN ({violated})) AS clean "
-        f"FROM decisions_current WHERE {window}",
-        params,
-    )
+    from consumers.pacts.store import record_rows
+
+    rows = record_rows(index, agent, since=since)
+    (head,) = rows["head"]
+    violations, findings, runs = rows["violations"], rows["findings"], rows["runs"]
     n = int(head["n"])
-    violations = index.query(
-        "SELECT rule, uniqExact(decision_id) AS decisions, groupUniqArray(pact_version) AS versions "
-        "FROM pact_violations FINAL WHERE kind = 'violation' AND agent_id = {agent:String} "
-        "AND captured_at >= {since:DateTime64(3, 'UTC')} AND decision_id IN "
-        f"(SELECT decision_id FROM decisions_current WHERE {window}) GROUP BY rule ORDER BY rule",
-        params,
-    )
-    findings = index.query(
-        "SELECT name, uniqExact(decision_id) AS decisions FROM finding_decisions FINAL WHERE decision_id IN "
-        f"(SELECT decision_id FROM decisions_current WHERE {window}) GROUP BY name ORDER BY name",
-        params,
-    )
-    runs = index.query(
-        "SELECT run_id, countIf(verdict LIKE 'regressed%' OR verdict LIKE 'not replayed%' "
-        "OR verdict LIKE '%failing %') AS bad FROM replay_runs FINAL WHERE kind = 'regress' "
-        "AND agent_id = {agent:String} AND at >= {since:DateTime64(3, 'UTC')} GROUP BY run_id",
-        params,
-    )
     return AgentRecord(
         agent=agent,
         since=since,
@@ -145,18 +117,12 @@ def agent_record(index: Index, agent: str, *, since: datetime) -> AgentRecord:
             for r in findings
         ),
         gates={"passed": sum(1 for r in runs if not r["bad"]), "failed": sum(1 for r in runs if r["bad"])},
-        pact_versions=tuple(_versions_in_force(index, agent, since)),
+        pact_versions=tuple(_versions_in_force(rows["applications"], agent, since)),
     )
 
 
-def _versions_in_force(index: Index, agent: str, since: datetime) -> list[dict[str, Any]]:
+def _versions_in_force(rows: list[dict[str, Any]], agent: str, since: datetime) -> list[dict[str, Any]]:
     """Applied versions binding ``agent``: the one in force at ``since`` and every later apply."""
-    rows = index.query(
-        "SELECT a.version AS version, a.applied_at AS applied_at, a.forced AS forced, v.agents AS agents "
-        "FROM (SELECT * FROM pact_applications FINAL) AS a "
-        "LEFT JOIN (SELECT version, agents FROM pact_versions FINAL) AS v ON v.version = a.version "
-        "ORDER BY a.applied_at"
-    )
     out: list[dict[str, Any]] = []
     for row in rows:
         at = as_utc(row["applied_at"])

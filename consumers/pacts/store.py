@@ -84,3 +84,71 @@ def violations_of(index: Index, decision_ids: Sequence[str]) -> list[dict[str, A
         "WHERE decision_id IN {ids:Array(String)} ORDER BY decision_id, rule, kind",
         {"ids": list(decision_ids)},
     )
+
+
+def record_rows(index: Index, agent: str, *, since: datetime) -> dict[str, list[dict[str, Any]]]:
+    """The rows behind an agent's record (:mod:`consumers.pacts.record`): ``head`` (one row: n,
+    consequential, failures, clean), ``violations``, ``findings``, ``runs`` and ``applications``."""
+    params = {"agent": agent, "since": since}
+    window = (
+        "agent_id = {agent:String} AND trust = 'verified' AND captured_at >= {since:DateTime64(3, 'UTC')}"
+    )
+    violated = (
+        "SELECT decision_id FROM pact_violations FINAL WHERE kind = 'violation' "
+        "AND agent_id = {agent:String} AND captured_at >= {since:DateTime64(3, 'UTC')}"
+    )
+    head = index.query(
+        "SELECT count() AS n, countIf(consequential OR decision_id IN "
+        "(SELECT decision_id FROM flags WHERE agent_id = {agent:String})) AS consequential, "
+        f"countIf(failed_any) AS failures, countIf(NOT failed_any AND decision_id NOT IN ({violated})) AS clean "
+        f"FROM decisions_current WHERE {window}",
+        params,
+    )
+    violations = index.query(
+        "SELECT rule, uniqExact(decision_id) AS decisions, groupUniqArray(pact_version) AS versions "
+        "FROM pact_violations FINAL WHERE kind = 'violation' AND agent_id = {agent:String} "
+        "AND captured_at >= {since:DateTime64(3, 'UTC')} AND decision_id IN "
+        f"(SELECT decision_id FROM decisions_current WHERE {window}) GROUP BY rule ORDER BY rule",
+        params,
+    )
+    findings = index.query(
+        "SELECT name, uniqExact(decision_id) AS decisions FROM finding_decisions FINAL WHERE decision_id IN "
+        f"(SELECT decision_id FROM decisions_current WHERE {window}) GROUP BY name ORDER BY name",
+        params,
+    )
+    runs = index.query(
+        "SELECT run_id, countIf(verdict LIKE 'regressed%' OR verdict LIKE 'not replayed%' "
+        "OR verdict LIKE '%failing %') AS bad FROM replay_runs FINAL WHERE kind = 'regress' "
+        "AND agent_id = {agent:String} AND at >= {since:DateTime64(3, 'UTC')} GROUP BY run_id",
+        params,
+    )
+    applications = index.query(
+        "SELECT a.version AS version, a.applied_at AS applied_at, a.forced AS forced, v.agents AS agents "
+        "FROM (SELECT * FROM pact_applications FINAL) AS a "
+        "LEFT JOIN (SELECT version, agents FROM pact_versions FINAL) AS v ON v.version = a.version "
+        "ORDER BY a.applied_at"
+    )
+    return {
+        "head": head,
+        "violations": violations,
+        "findings": findings,
+        "runs": runs,
+        "applications": applications,
+    }
+
+
+def gate_candidates(index: Index, *, sample: int, binds: Any) -> tuple[set[str], list[str]]:
+    """What ``pact apply`` judges: every finding's pinned decision ids, and the ``sample`` most recent
+    verified decisions of the agents ``binds(agent_id)`` accepts."""
+    pinned = {str(r["decision_id"]) for r in index.query("SELECT decision_id FROM finding_decisions FINAL")}
+    agents = [
+        str(r["agent_id"])
+        for r in index.query("SELECT DISTINCT agent_id FROM decisions")
+        if binds(str(r["agent_id"]))
+    ]
+    recent = index.query(
+        "SELECT decision_id FROM decisions_current WHERE trust = 'verified' "
+        "AND agent_id IN {agents:Array(String)} ORDER BY captured_at DESC, decision_id LIMIT {n:UInt32}",
+        {"agents": agents, "n": sample},
+    )
+    return pinned, [str(r["decision_id"]) for r in recent]
