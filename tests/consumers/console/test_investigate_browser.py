@@ -232,6 +232,7 @@ def test_hostile_capture_content_stays_inert_on_the_investigation_pages(
     page.wait_for_function(
         "['done', 'failed'].includes(document.querySelector('#job-state')?.textContent)", timeout=WAIT_MS
     )
+    page.wait_for_load_state()  # a finished job's page no longer refreshes itself: read it whole
     shot(page, "25-hostile-replay")
     state = page.inner_text("#job-state")
     text = page.locator("main").text_content() or ""
