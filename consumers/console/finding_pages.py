@@ -28,7 +28,7 @@ from consumers.console.web import secured
 from schemas.errors import BlackboxError, ContractError
 
 if TYPE_CHECKING:
-    from consumers.console.investigate import ModelChoice
+    from consumers.console.model_choice import ModelChoice
 
 __all__ = ["GateView", "add_finding_routes"]
 
@@ -184,7 +184,7 @@ def add_finding_routes(
         finding = get_finding(console.rt.index, safe_id(name, what="finding"))
         if finding is None:
             raise ContractError(f"no finding {name!r}", path="finding")
-        from consumers.console.investigate import model_choices
+        from consumers.console.model_choice import model_choices
         from consumers.replay.versions import IndexVersionCatalog
 
         def unread(decision_id: str) -> Any:

@@ -19,9 +19,7 @@ start jobs (they spend the operator's model); the gate still decides, per captur
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -32,61 +30,20 @@ from starlette.responses import RedirectResponse, Response
 from consumers.console.core import Console, Who, safe_id
 from consumers.console.finding_pages import add_finding_routes
 from consumers.console.jobs import JobControl, ReplayJobs
+from consumers.console.model_choice import ModelChoice, model_choices
 from consumers.console.replay_view import replay_view
 from consumers.console.search_jobs import add_search_routes
 from consumers.console.web import SECURITY_HEADERS, secured
 from schemas.errors import ContractError
 
 if TYPE_CHECKING:
-    from consumers.replay.clients import ModelClient
+    pass
 
 __all__ = ["MAX_RUNS", "ModelChoice", "add_investigate_routes", "model_choices"]
 
 MAX_RUNS = 20
-_ENTRY_NAME = re.compile(r"allow-list entry '([^']*)'")
-DEMO_MODEL = "demo-scripted"
 REFRESH_SECONDS = "1"
 FIRST_WAIT_SECONDS = 0.8  # a job page waits this long for the job before rendering (then refreshes)
-
-
-@dataclass(frozen=True, slots=True)
-class ModelChoice:
-    name: str
-    described: str
-    """What the page shows: the kind of endpoint, never its key."""
-    build: Callable[[], tuple[ModelClient, Callable[[], None]]]
-    """A client and what closes it, built in the job's thread."""
-
-
-def model_choices(console: Console) -> dict[str, ModelChoice]:
-    """The allow-list's named endpoints, then the demo's in-process scripted model."""
-    from consumers.replay.clients import CallableModelClient, OpenAICompatibleClient
-    from consumers.replay.endpoints import EndpointPolicy, load_allow_list
-
-    settings = console.rt.settings
-    choices: dict[str, ModelChoice] = {}
-    for entry in load_allow_list(settings.resolved_model_endpoints):
-        named = _ENTRY_NAME.match(entry.source)
-        name = named.group(1) if named else entry.url
-
-        def build(entry: Any = entry) -> tuple[ModelClient, Callable[[], None]]:
-            policy = EndpointPolicy(operator=entry, allowed=(entry,))
-            client = OpenAICompatibleClient(policy=policy)
-            return client, client.close
-
-        choices[name] = ModelChoice(name=name, described=f"allow-listed endpoint {entry.url}", build=build)
-
-    def demo() -> tuple[ModelClient, Callable[[], None]]:
-        from consumers.demo.model import ScriptedSupportModel
-
-        return CallableModelClient(ScriptedSupportModel(), name=DEMO_MODEL), lambda: None
-
-    choices[DEMO_MODEL] = ModelChoice(
-        name=DEMO_MODEL,
-        described="the demo's scripted support model, in this process (dials nothing)",
-        build=demo,
-    )
-    return choices
 
 
 def _replay_work(

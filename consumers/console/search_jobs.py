@@ -24,7 +24,7 @@ from consumers.console.web import secured
 from schemas.errors import ContractError
 
 if TYPE_CHECKING:
-    from consumers.console.investigate import ModelChoice
+    from consumers.console.model_choice import ModelChoice
     from consumers.replay.replayer import Replayer, ReplayResult
 
 __all__ = ["BisectView", "ProbeView", "add_search_routes"]

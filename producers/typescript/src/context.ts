@@ -3,7 +3,13 @@
  * as an OpenAI chat messages array (the working set joined by a blank line in one system message),
  * with the UTF-8 byte spans of each part inside the JSON text.
  */
-import type { ContextSpan } from "./decision.js";
+/** A part's UTF-8 byte span inside the rendered context (`contextSpans` of the capture). */
+export interface ContextSpan {
+  readonly part: string;
+  readonly start: number;
+  readonly end: number;
+  readonly encoding: string;
+}
 
 export const CHAT_MESSAGES_FORMAT = "openai.chat.messages+json";
 const HEAD = '[{"role": "system", "content": "';

@@ -8,10 +8,12 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { copyJson } from "./canonical.js";
-import { CHAT_MESSAGES_FORMAT, renderChatContext } from "./context.js";
+import { CHAT_MESSAGES_FORMAT, renderChatContext, type ContextSpan } from "./context.js";
 import { newDecisionId, timestamp } from "./ids.js";
 import { assemble } from "./wire/assemble.js";
 import type { Exchange } from "./wire/exchange.js";
+
+export type { ContextSpan };
 
 export interface AgentConfig {
   readonly model: string;
@@ -34,13 +36,6 @@ export interface MemoryEntry {
   readonly embeddingModel?: string;
   readonly embeddingVersion?: string;
   readonly position?: number;
-}
-
-export interface ContextSpan {
-  readonly part: string;
-  readonly start: number;
-  readonly end: number;
-  readonly encoding: string;
 }
 
 export type OutcomeStatus = "success" | "failure" | "unknown";
