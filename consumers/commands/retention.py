@@ -123,6 +123,7 @@ def _lease(rt: Runtime, what: str, dry_run: bool = False) -> AbstractContextMana
 
 
 def _held_lease(rt: Runtime, what: str) -> AbstractContextManager[RetentionLease]:
+    _ = rt.index  # opened first: on a mistyped data dir the command stops before a lease file is written
     s = rt.settings
     return retention_lease(rt.blob_store, what=what, ttl=s.retention_lease, wait=s.retention_lease_wait)
 

@@ -66,6 +66,8 @@ TABLES = (
     "finding_decisions",
     "tlog_leaves",
     "blob_versions",
+    "pact_versions",
+    "pact_applications",
 )
 DEFAULT_DATABASE = "blackbox"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

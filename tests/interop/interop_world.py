@@ -85,20 +85,26 @@ def serve(blackbox_env: dict[str, str]) -> Iterator[Serving]:
 
 
 def ingested(serving: Serving, env: dict[str, str], count: int) -> list[str]:
-    """Wait until serve has indexed ``count`` decisions; their ids, from the spool it consumed."""
+    """Wait until serve has indexed ``count`` decisions, stop it (the embedded index is then free for
+    the CLI) and return their ids, read from the index (the spool is deleted once committed)."""
+    import json
     import time
 
     import httpx
+    from typer.testing import CliRunner
 
-    from producers.transports.spool.files import read_spool
-    from schemas.codec import decode
+    from consumers.cli import app as cli
 
     deadline = time.monotonic() + 60
     while f"blackbox_ingest_indexed_total {float(count)}" not in httpx.get(f"{serving.url}/metrics").text:
         assert time.monotonic() < deadline, "the decisions were not ingested"
         time.sleep(0.2)
-    consumed = Path(env["BLACKBOX_DATA_DIR"]) / "spool" / "consumed"
-    return [decode(record.value).value["decisionId"] for record in read_spool(consumed)]
+    serving.stop()
+    listed = CliRunner().invoke(
+        cli, ["query", "SELECT decision_id FROM decisions FINAL ORDER BY decision_id", "--json"], env=env
+    )
+    assert listed.exit_code == 0, listed.output
+    return [row["decision_id"] for row in json.loads(listed.stdout)]
 
 
 def which(tool: str) -> str:

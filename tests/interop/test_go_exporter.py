@@ -28,8 +28,7 @@ def test_a_go_otel_sdk_agent_is_recorded_whole_and_verifies(
         [str(exporter), f"{serve.url}/v1/traces", "agt_go"], capture_output=True, text=True, timeout=120
     )
     assert ran.returncode == 0 and ran.stdout.strip() == "exported", ran.stderr
-    (decision_id,) = ingested(serve, blackbox_env, 1)
-    serve.stop()
+    (decision_id,) = ingested(serve, blackbox_env, 1)  # serve stopped: the CLI opens the index
 
     runner = CliRunner()
     shown = runner.invoke(cli, ["show", decision_id, "--json"], env=blackbox_env)

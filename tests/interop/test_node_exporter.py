@@ -38,7 +38,6 @@ def test_a_vercel_ai_sdk_agent_is_recorded_whole_and_verifies(
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"text": "Invoice inv_9 totals 120.00 EUR.", "steps": 2}
     (decision_id,) = ingested(serve, blackbox_env, 1)
-    serve.stop()  # the CLI now opens the index itself
 
     runner = CliRunner()
     shown = runner.invoke(cli, ["show", decision_id, "--json"], env=blackbox_env)
@@ -87,8 +86,7 @@ def test_the_readme_node_example_runs_against_blackbox_serve(
     finally:
         script.unlink()
     assert ran.returncode == 0, ran.stderr
-    (decision_id,) = ingested(serve, blackbox_env, 1)
-    serve.stop()
+    (decision_id,) = ingested(serve, blackbox_env, 1)  # serve stopped: the CLI opens the index
     shown = CliRunner().invoke(cli, ["show", decision_id, "--json"], env=blackbox_env)
     view = json.loads(shown.stdout)
     assert view["verification"]["verdict"] == "verified" and view["capture"]["agentId"] == "agt_billing"

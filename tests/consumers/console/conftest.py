@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,28 +105,54 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
             server.kill()
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
+def launch_chromium(playwright: Any) -> Any:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(chromium).exists():
         pytest.fail("chromium is missing: deploy/local/test.sh installs Debian's chromium package")
+    return playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+
+
+# Module scope, not session: Playwright's sync API keeps an event loop running on this thread while
+# it is open, and every later test that calls asyncio.run (the async SDK integrations) would fail.
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        launched = launch_chromium(p)
         yield launched
         launched.close()
 
 
 @pytest.fixture(scope="session")
-def operator_state(world: ConsoleWorld, browser: Any) -> dict[str, Any]:
-    """Signed in once with the demo's one-time link; every operator test starts from this session."""
-    context = browser.new_context()
-    page = context.new_page()
-    page.goto(world.link)
-    page.click("#use-link")
-    page.wait_for_url(f"{world.console}/decisions")
-    state: dict[str, Any] = context.storage_state()
-    context.close()
+def operator_state(world: ConsoleWorld) -> dict[str, Any]:
+    """Signed in once with the demo's one-time link (it is good once); every operator test in every
+    module starts from this session. Its own Playwright runs in a thread of its own, so no event loop
+    outlives it on the test thread."""
+    from playwright.sync_api import sync_playwright
+
+    outcome: dict[str, Any] = {}
+
+    def sign_in() -> None:
+        try:
+            with sync_playwright() as p:
+                launched = launch_chromium(p)
+                context = launched.new_context()
+                page = context.new_page()
+                page.goto(world.link)
+                page.click("#use-link")
+                page.wait_for_url(f"{world.console}/decisions")
+                outcome["state"] = context.storage_state()
+                context.close()
+                launched.close()
+        except BaseException as e:  # reported on the test thread below
+            outcome["error"] = e
+
+    thread = threading.Thread(target=sign_in, name="console-sign-in")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    state: dict[str, Any] = outcome["state"]
     return state

@@ -229,9 +229,9 @@ def test_hostile_capture_content_stays_inert_on_the_investigation_pages(
     page.goto(f"{world.console}/decisions/{world.hostile_id}/investigate")
     page.select_option("#model", "demo-scripted")
     page.click("#start-replay")
-    page.wait_for_function(
-        "['done', 'failed'].includes(document.querySelector('#job-state')?.textContent)", timeout=WAIT_MS
-    )
+    # the page reloads itself until the job ends; a failed job shows its problem, a finished one its
+    # verdict (a selector, not a script: the console's CSP forbids the eval wait_for_function needs)
+    page.wait_for_selector("#problem, #reproduces", timeout=WAIT_MS)
     page.wait_for_load_state()  # a finished job's page no longer refreshes itself: read it whole
     shot(page, "25-hostile-replay")
     state = page.inner_text("#job-state")

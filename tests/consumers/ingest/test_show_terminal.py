@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import pty
 import re
-import select
+import selectors
 import subprocess
 import sys
 import time
@@ -76,9 +76,11 @@ def _run_in_pty(args: list[str], env: dict[str, str], timeout: float = 120.0) ->
     os.close(terminal)
     out = bytearray()
     deadline = time.monotonic() + timeout
+    # a selector, not select.select: late in a long session the descriptor number can pass 1024
+    watch = selectors.DefaultSelector()
+    watch.register(controller, selectors.EVENT_READ)
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([controller], [], [], 0.5)
-        if ready:
+        if watch.select(0.5):
             try:
                 chunk = os.read(controller, 65536)
             except OSError:  # the child closed the terminal
@@ -88,6 +90,7 @@ def _run_in_pty(args: list[str], env: dict[str, str], timeout: float = 120.0) ->
             out += chunk
         elif proc.poll() is not None:
             break
+    watch.close()
     os.close(controller)
     return proc.wait(timeout=30), bytes(out)
 
