@@ -310,6 +310,8 @@ def test_an_operator_creates_a_token_then_revokes_its_session_and_the_token(
 def test_a_trend_cell_opens_the_decisions_it_counts(world: ConsoleWorld, operator: Any) -> None:
     page = operator
     page.goto(f"{world.console}/trends?name=failure_rate&since=365d&until=now")
+    assert page.title() == "Trends · blackbox console"
+    assert page.locator("#findings").count() == 1 and page.locator("#replays").count() == 1  # each once
     assert page.locator("svg.chart rect.bar").count() >= 1  # the server's own chart, no script
     replayed = page.locator("#replays tbody tr a").all_inner_texts()  # the demo replayed and bisected one
     assert world.failed_id in replayed
