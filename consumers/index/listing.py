@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from consumers.index.engine import Index
@@ -224,16 +224,79 @@ def list_sql(
 def list_decisions(
     index: Index, flt: DecisionFilter, *, order: Order = "desc", after: str = "", limit: int = 50
 ) -> DecisionPage:
-    """One page of the decisions matching ``flt`` and how many match in all."""
+    """One page of the decisions matching ``flt`` and how many match in all.
+
+    The page is read through a time window that starts one day wide at the page's edge and grows
+    eightfold until it holds a full page (or covers everything): the rows of ``decisions FINAL`` a
+    window skips are never merged, and a window that holds ``limit + 1`` matches holds the first ones,
+    because every row outside it lies beyond them in the page's order. Every version of a decision has
+    the same ``captured_at`` (a sorting-key column), so a window never splits one. The count is read in
+    the page's window first: one that already holds more than :data:`COUNT_CAP` matches settles it.
+    """
     page_sql, count_sql, params = list_sql(flt, order=order, after=after, limit=limit)
-    rows = index.query(page_sql, params, read_only=True)
-    total = int(index.query(count_sql, params, read_only=True)[0]["n"])
+    clause = "captured_at " + (">=" if order == "desc" else "<=") + " {window:DateTime64(3, 'UTC')} AND "
+
+    def run(sql: str, bound: datetime | None) -> list[dict[str, Any]]:
+        if bound is None:
+            return index.query(sql, params, read_only=True)
+        return index.query(
+            sql.replace(" WHERE ", f" WHERE {clause}", 1), {**params, "window": bound}, read_only=True
+        )
+
+    rows: list[dict[str, Any]] = []
+    bound: datetime | None = None
+    for bound in _windows(index, flt, order=order, after=after):
+        rows = run(page_sql, bound)
+        if len(rows) > limit:
+            break
+    total = int(run(count_sql, bound)[0]["n"])
+    if bound is not None and total <= COUNT_CAP:
+        total = int(run(count_sql, None)[0]["n"])
     next_cursor = ""
     if len(rows) > limit:
         rows = rows[:limit]
         last = rows[-1]
         next_cursor = f"{_iso(last['captured_at'])}|{last['decision_id']}"
     return DecisionPage(rows=rows, total=total, next_cursor=next_cursor)
+
+
+WINDOW_FIRST = timedelta(days=1)
+WINDOW_GROWTH = 8
+
+
+def _windows(index: Index, flt: DecisionFilter, *, order: Order, after: str) -> list[datetime | None]:
+    """The far edges of the windows to try in turn (newest first: lower bounds; oldest first: upper
+    bounds), ending with ``None`` (no window). Read off the table's time span (no FINAL, one column)."""
+    span = index.query(
+        "SELECT min(captured_at) AS first, max(captured_at) AS last, count() AS n FROM decisions",
+        {},
+        read_only=True,
+    )[0]
+    if not int(span["n"]):
+        return [None]
+    first, last = _utc(span["first"]), _utc(span["last"])
+    cursor = parse_cursor(after)
+    edges: list[datetime | None] = []
+    width = WINDOW_FIRST
+    if order == "desc":
+        start = min(x for x in (last, flt.until, cursor[0] if cursor else None) if x is not None)
+        floor = max(first, flt.since) if flt.since else first
+        while start - width > floor:
+            edges.append(start - width)
+            width *= WINDOW_GROWTH
+    else:
+        start = max(x for x in (first, flt.since, cursor[0] if cursor else None) if x is not None)
+        ceiling = min(last, flt.until) if flt.until else last
+        while start + width < ceiling:
+            edges.append(start + width)
+            width *= WINDOW_GROWTH
+    return [*edges, None]
+
+
+def _utc(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
 
 
 def _iso(value: Any) -> str:
