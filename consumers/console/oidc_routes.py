@@ -1,9 +1,11 @@
 """The console's routes for signing in at an OIDC issuer (:mod:`consumers.console.oidc`)::
 
-    POST /signin/oidc             the sign-in page's "Sign in with <issuer>" (CSRF as every sign-in form)
+    GET  /signin/oidc             the sign-in page's "Sign in with <issuer>": off to the issuer
     GET  /signin/oidc/callback    where the issuer sends the browser back (?code=&state= or ?error=)
 
-The flow cookie is HttpOnly and ``SameSite=Lax``: the issuer's redirect back is a cross-site navigation,
+Starting is a link, not a form: the CSP's ``form-action 'self'`` also holds for a form's redirect, so
+a form could not send the browser on to the issuer; starting changes nothing but a pending flow of
+this browser's own. The flow cookie is HttpOnly and ``SameSite=Lax``: the issuer's redirect back is a cross-site navigation,
 which a Strict cookie would not come with. For the same reason the callback answers with a page that
 moves on to the decisions itself (a redirect would still count as cross-site, and the Strict session
 cookie would not be sent with it). Every refusal is a sign-in page naming why, a ``signin`` row denied
@@ -35,9 +37,7 @@ def add_oidc_routes(
     oidc: OidcSignIn,
     *,
     guard: Callable[..., Any],
-    form: Any,
     signin_page: Callable[..., Response],
-    pre_ok: Callable[[Request, dict[str, str]], bool],
 ) -> None:
     flow_path = console.url("/signin/oidc")
 
@@ -48,11 +48,9 @@ def add_oidc_routes(
         response.delete_cookie(FLOW_COOKIE, path=flow_path, httponly=True, samesite="lax")
         return response
 
-    @router.post("/signin/oidc")
+    @router.get("/signin/oidc")
     @guard
-    def oidc_begin(request: Request, fields: dict[str, str] = form) -> Response:
-        if not pre_ok(request, fields):
-            return signin_page(request, "signin.html", status=403, problem="the form expired; try again")
+    def oidc_begin(request: Request) -> Response:
         fallback = f"{str(request.base_url).rstrip('/')}{console.url('/signin/oidc/callback')}"
         try:
             target, cookie = oidc.begin(redirect_url=oidc.redirect_url(fallback), now=console.clock())

@@ -5,7 +5,7 @@ Routes (under the prefix, ``/console`` by default)::
 
     GET  /signin, POST /signin              paste a blackbox token once: a server-side session
     GET  /signin/link?code=, POST same      a one-time sign-in link (``blackbox demo`` prints one)
-    POST /signin/oidc, GET /signin/oidc/callback   an OIDC issuer, when configured (consumers.console.oidc_routes)
+    GET  /signin/oidc, /signin/oidc/callback   an OIDC issuer, when configured (consumers.console.oidc_routes)
     POST /signout
     GET  /decisions                         the list: filters in the URL, keyset pages, counts (logged: ``list``)
     GET  /decisions/{id}                    one decision (through the gate: ``show``)
@@ -353,9 +353,7 @@ def console_router(
         return _download(data, name=name, media="application/octet-stream")
 
     if console.oidc is not None:
-        add_oidc_routes(
-            router, console, console.oidc, guard=guard, form=Form, signin_page=_signin_page, pre_ok=_pre_ok
-        )
+        add_oidc_routes(router, console, console.oidc, guard=guard, signin_page=_signin_page)
     add_admin_routes(router, console, guard=guard, form=Form)
     add_investigate_routes(router, console, guard=guard, form=Form)
     return router
