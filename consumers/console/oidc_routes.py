@@ -5,10 +5,10 @@
 
 Starting is a link, not a form: the CSP's ``form-action 'self'`` also holds for a form's redirect, so
 a form could not send the browser on to the issuer; starting changes nothing but a pending flow of
-this browser's own. The flow cookie is HttpOnly and ``SameSite=Lax``: the issuer's redirect back is a cross-site navigation,
-which a Strict cookie would not come with. For the same reason the callback answers with a page that
-moves on to the decisions itself (a redirect would still count as cross-site, and the Strict session
-cookie would not be sent with it). Every refusal is a sign-in page naming why, a ``signin`` row denied
+this browser's own. The flow cookie is HttpOnly and ``SameSite=Lax``: the issuer's redirect back is a
+cross-site navigation, which a Strict cookie would not come with. For the same reason the callback
+answers with a page that moves on to the decisions itself (a redirect would still count as
+cross-site, and the Strict session cookie would not be sent with it). Every refusal is a sign-in page naming why, a ``signin`` row denied
 in ``access_log`` and a warning in the service's log.
 """
 
