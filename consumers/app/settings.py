@@ -151,6 +151,24 @@ class ServiceSettings(BlackboxSettings):
     oidc_scope_claim: str = Field(
         "blackbox_scope", description="The JWT claim holding the scope (operator, regulator or counterparty)."
     )
+    # the console's sign-in at that issuer: authorization code with PKCE (consumers.console.oidc)
+    oidc_client_id: str | None = Field(
+        None,
+        description="The console's client id at BLACKBOX_OIDC_ISSUER: its sign-in page offers the issuer; "
+        "ID tokens must carry it in aud.",
+    )
+    oidc_client_secret: SecretStr | None = Field(
+        None,
+        description="The console's client secret (HTTP Basic at the token endpoint); unset: a public client.",
+    )
+    oidc_redirect_url: str | None = Field(
+        None,
+        description="The console's callback as registered at the issuer (https://HOST/console/signin/oidc/callback); "
+        "unset: built from the request.",
+    )
+    oidc_scopes: str = Field(
+        "openid", description="OAuth scopes the console asks for (openid is always asked)."
+    )
 
     # `blackbox serve`: which surfaces of the one HTTP application run, and where (flags override)
     serve_listen: str = Field("127.0.0.1:8700", description="Where `blackbox serve` listens (HOST:PORT).")

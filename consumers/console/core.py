@@ -2,7 +2,8 @@
 become pages.
 
 Identity comes from the session cookie only, and a session comes only from a blackbox token (pasted
-once) or a one-time sign-in link; a session made from a token ends when the token is revoked.
+once), a one-time sign-in link or an OIDC issuer's ID token (:mod:`consumers.console.oidc`); a session
+made from a token ends when the token is revoked.
 Every error is a page with a reason, never a traceback.
 """
 
@@ -23,6 +24,7 @@ from starlette.responses import RedirectResponse, Response
 
 from consumers.access.gate import AccessLogUnavailable
 from consumers.access.log import AccessRecord
+from consumers.console.oidc import OidcSignIn, oidc_signin_from_settings
 from consumers.console.sessions import ConsoleSession, ConsoleSessions, console_file
 from consumers.console.web import csrf_token, html, same, secured
 from consumers.privacy.ids import IndexIds, index_ids
@@ -88,12 +90,14 @@ class Console:
         clock: Callable[[], datetime] | None = None,
         prover: Prover | None = None,
         sessions: ConsoleSessions | None = None,
+        oidc: OidcSignIn | None = None,
     ) -> None:
         self.rt = rt
         self.prefix = prefix
         self.clock = clock or (lambda: datetime.now(UTC))
         self.prover = prover
         self.sessions = sessions or ConsoleSessions(console_file(rt.settings.data_dir))
+        self.oidc = oidc or oidc_signin_from_settings(rt.settings)  # None: tokens and links only
         self._ids: IndexIds | None = None
 
     @property

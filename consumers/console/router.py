@@ -5,6 +5,7 @@ Routes (under the prefix, ``/console`` by default)::
 
     GET  /signin, POST /signin              paste a blackbox token once: a server-side session
     GET  /signin/link?code=, POST same      a one-time sign-in link (``blackbox demo`` prints one)
+    GET  /signin/oidc, /signin/oidc/callback   an OIDC issuer, when configured (consumers.console.oidc_routes)
     POST /signout
     GET  /decisions                         the list: filters in the URL, keyset pages, counts (logged: ``list``)
     GET  /decisions/{id}                    one decision (through the gate: ``show``)
@@ -30,6 +31,7 @@ from consumers.console.admin import add_admin_routes
 from consumers.console.core import COOKIE, PRE_COOKIE, Console, Who, guarded, safe_id
 from consumers.console.decision import body_bytes, decision_view, inclusion
 from consumers.console.investigate import add_investigate_routes
+from consumers.console.oidc_routes import add_oidc_routes
 from consumers.console.web import SECURITY_HEADERS, pre_csrf, same, secured, static_file
 from consumers.index.listing import Order, decision_access, filter_from, list_decisions, manifests_of
 from consumers.privacy.manifest import gate_manifest
@@ -91,7 +93,8 @@ def console_router(
     # -- sign-in ------------------------------------------------------------------------------------
     def _signin_page(request: Request, template: str, *, status: int = 200, **values: Any) -> Response:
         token = pre_csrf()
-        response = console.page(None, template, status=status, csrf=token, **values)
+        issuer = console.oidc.issuer if console.oidc else None
+        response = console.page(None, template, status=status, csrf=token, oidc_issuer=issuer, **values)
         response.set_cookie(
             PRE_COOKIE,
             token,
@@ -349,6 +352,8 @@ def console_router(
         name = _filename(shown.decision_id, f".call{number}.{which}.bin")
         return _download(data, name=name, media="application/octet-stream")
 
+    if console.oidc is not None:
+        add_oidc_routes(router, console, console.oidc, guard=guard, signin_page=_signin_page)
     add_admin_routes(router, console, guard=guard, form=Form)
     add_investigate_routes(router, console, guard=guard, form=Form)
     return router

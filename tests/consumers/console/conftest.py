@@ -1,6 +1,7 @@
 """One console world per session: the demo's data, a hostile capture and a 200 KB one ingested beside
-it, tokens for a counterparty and a regulator, a real ``blackbox serve`` subprocess, and Debian's
-chromium driven by Playwright (never a downloaded browser). Screenshots go to ``test-output/console/``
+it, tokens for a counterparty and a regulator, a real OpenID provider (:mod:`idp`) the console signs in
+at, a real ``blackbox serve`` subprocess, and Debian's chromium driven by Playwright (never a downloaded
+browser). Screenshots go to ``test-output/console/``
 (gitignored) for a person to look at."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from console_world import (
     token,
 )
 from hostile import hostile_capture
+from idp import CLIENT_ID, CLIENT_SECRET, running_idp
 
 
 @pytest.fixture(scope="session")
@@ -64,10 +66,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
     log_key = run(["log", "key"], env).stdout.strip().splitlines()[-1].strip()
     counterparty_ids = ids_of_user(data_dir, user)
 
+    idp_running = running_idp()
+    idp = idp_running.__enter__()
+    # the README's OIDC sign-in: an issuer and the console's client at it (its secret: a confidential client)
+    oidc = {
+        "BLACKBOX_OIDC_ISSUER": idp.url,
+        "BLACKBOX_OIDC_CLIENT_ID": CLIENT_ID,
+        "BLACKBOX_OIDC_CLIENT_SECRET": CLIENT_SECRET,
+    }
     port = free_port()
     server = subprocess.Popen(
         [*BLACKBOX, "serve", "--listen", f"127.0.0.1:{port}"],
-        env=env,
+        env={**env, **oidc},
         stdout=subprocess.DEVNULL,
         stderr=(root / "serve.log").open("w"),
     )
@@ -81,6 +91,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
             pass
         if server.poll() is not None or time.monotonic() > deadline:
             server.kill()
+            idp_running.__exit__(None, None, None)
             pytest.fail(f"blackbox serve did not start:\n{(root / 'serve.log').read_text()[-3000:]}")
         time.sleep(0.2)
     try:
@@ -96,6 +107,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
             counterparty_ids=counterparty_ids,
             regulator_token=regulator,
             log_key=log_key,
+            user=user,
+            idp=idp,
         )
     finally:
         server.terminate()
@@ -103,6 +116,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+        idp_running.__exit__(None, None, None)
 
 
 def launch_chromium(playwright: Any) -> Any:

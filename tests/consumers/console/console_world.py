@@ -38,6 +38,8 @@ class ConsoleWorld:
     counterparty_ids: frozenset[str]
     regulator_token: str
     log_key: str
+    user: str = ""  # the raw originUserId of the counterparty's decisions
+    idp: Any = None  # the OpenID provider the console signs in at (idp.Idp)
 
     @property
     def console(self) -> str:
