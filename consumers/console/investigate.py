@@ -8,6 +8,8 @@ Routes (under the console's prefix)::
     GET  /decisions/{id}/investigate     the form: model endpoint by name, runs, the one variable
     POST /decisions/{id}/replay          start a job; 303 to its page
     GET  /jobs/{job}                     queue position / progress (refreshes itself), then the result
+    GET  /jobs/{job}/status.json         state and progress, for the page's script to poll
+    GET  /jobs/{job}/chart.svg           a probe's boundary chart, as far as its points have finished
     POST /jobs/{job}/cancel
     GET  /decisions/{id}/runs            the decision's run history (``replay_runs``)
 
@@ -29,11 +31,11 @@ from starlette.responses import RedirectResponse, Response
 
 from consumers.console.core import Console, Who, safe_id
 from consumers.console.finding_pages import add_finding_routes
-from consumers.console.jobs import JobControl, ReplayJobs
+from consumers.console.jobs import JobControl, JobView, ReplayJobs
 from consumers.console.model_choice import ModelChoice, model_choices
 from consumers.console.replay_view import replay_view
-from consumers.console.search_jobs import add_search_routes
-from consumers.console.web import SECURITY_HEADERS, secured
+from consumers.console.search_jobs import ProbeChart, add_search_routes
+from consumers.console.web import SECURITY_HEADERS, json_response, secured, svg
 from schemas.errors import ContractError
 
 if TYPE_CHECKING:
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_RUNS", "ModelChoice", "add_investigate_routes", "model_choices"]
 
 MAX_RUNS = 20
-REFRESH_SECONDS = "1"
+POLL_MS = 500  # the page's script asks for the job's status this often
 FIRST_WAIT_SECONDS = 0.8  # a job page waits this long for the job before rendering (then refreshes)
 
 
@@ -161,10 +163,43 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
             return console.page(
                 who, "error.html", status=404, title="Not found", reason="no such job of yours"
             )
-        response = console.page(who, "replay_job.html", job=view, result=view.result)
-        if not view.finished:  # CSP forbids inline script: the page asks to be reloaded by header
-            response.headers["Refresh"] = REFRESH_SECONDS
-        return response
+        # with script, console.js polls status.json and reloads once the job ends; without, the page's
+        # <noscript> refresh reloads it each second
+        return console.page(
+            who, "replay_job.html", job=view, result=view.result, chart=_chart(view), poll_ms=POLL_MS
+        )
+
+    @router.get("/jobs/{job_id}/status.json")
+    @guard
+    def status(request: Request, job_id: str) -> Response:
+        who = console.need(request)
+        view = jobs.view(safe_id(job_id, what="job id"), owner=who.session.caller)
+        if view is None:
+            return json_response({"error": "no such job of yours"}, status=404)
+        chart = _chart(view)
+        return json_response(
+            {
+                "state": view.state,
+                "finished": view.finished,
+                "done": view.done,
+                "total": view.total,
+                "position": view.position,
+                "points": None if chart is None else len(chart.points),
+                "planned": None if chart is None else chart.planned,
+            }
+        )
+
+    @router.get("/jobs/{job_id}/chart.svg")
+    @guard
+    def chart(request: Request, job_id: str) -> Response:
+        from consumers.console.probe_chart import chart_layout
+
+        who = console.need(request)
+        view = jobs.view(safe_id(job_id, what="job id"), owner=who.session.caller)
+        drawn = None if view is None else _chart(view)
+        if drawn is None:
+            return secured(Response("no chart", status_code=404, media_type="text/plain"))
+        return svg("probe_chart.svg", c=chart_layout(drawn))
 
     @router.post("/jobs/{job_id}/cancel")
     @guard
@@ -184,6 +219,15 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
         did = safe_id(decision_id)
         _gate_show(console, who, did)
         return console.page(who, "replay_runs.html", decision_id=did, runs=replay_runs(console.rt.index, did))
+
+
+def _chart(view: JobView) -> ProbeChart | None:
+    """A probe's chart: the result's once it ends, else the points published so far."""
+    for value in (view.result, view.partial):
+        chart = getattr(value, "chart", value)
+        if isinstance(chart, ProbeChart):
+            return chart
+    return None
 
 
 def _gate_show(console: Console, who: Who, decision_id: str) -> Mapping[str, Any]:
