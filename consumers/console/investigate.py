@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
@@ -36,10 +36,11 @@ from consumers.console.model_choice import ModelChoice, model_choices
 from consumers.console.replay_view import replay_view
 from consumers.console.search_jobs import ProbeChart, add_search_routes
 from consumers.console.web import SECURITY_HEADERS, json_response, secured, svg
+from consumers.console.wire_diff import WireTap
 from schemas.errors import ContractError
 
 if TYPE_CHECKING:
-    pass
+    from consumers.replay.clients import ModelClient
 
 __all__ = ["MAX_RUNS", "ModelChoice", "add_investigate_routes", "model_choices"]
 
@@ -62,29 +63,41 @@ def _replay_work(
 
     def work(control: JobControl) -> Any:
         client, close = choice.build()
+        tap = WireTap(client)  # a wire capture's requests as sent, shown against the recording
         try:
-            replayer = rt.replayer(client=client, caller=who.session.as_caller(), reason="console: replay")
+            replayer = rt.replayer(
+                client=cast("ModelClient", tap.client),
+                caller=who.session.as_caller(),
+                reason="console: replay",
+            )
             prepared = replayer.prepare(decision_id)
             variations = []
             if vary:
                 variation = parse_variation(vary, versions=IndexVersionCatalog(rt.index, read=replayer.read))
                 require_variation(prepared, variation)
                 variations.append(variation)
+            requests = []
             as_captured = []
-            for _ in range(runs):
+            for i in range(runs):
                 as_captured.append(replayer.run(prepared))
+                sent = tap.take(prepared.capture)
+                if i == 0:
+                    requests.append(sent)
                 control.step()
             attempts = []
             for variation in variations:
                 done = []
-                for _ in range(runs):
+                for i in range(runs):
                     done.append(replayer.run(prepared, variation=variation))
+                    sent = tap.take(prepared.capture)
+                    if i == 0:
+                        requests.append(sent)
                     control.step()
                 attempts.append((variation, done))
             report = build_report(prepared, as_captured, attempts, variance=runs > 1)
             rows = run_rows(report, at=datetime.now(UTC))
             IndexReplayRunLog(rt.index).append(rows)
-            return replay_view(report, run_id=rows[0].run_id if rows else "")
+            return replay_view(report, run_id=rows[0].run_id if rows else "", requests=requests)
         finally:
             close()
 

@@ -238,3 +238,39 @@ def test_the_rule_check_names_the_compile_error_before_reading_anything(rule: st
     # nothing is read for a rule that does not compile: no console, no session needed to answer
     answer = rule_preview(None, None, rule=rule, candidates=["dec_1"])  # type: ignore[arg-type]
     assert answer["ok"] is False and error in answer["error"], answer
+
+
+def test_a_request_diff_names_the_one_changed_range_and_the_recorded_part_holding_it() -> None:
+    from consumers.console.wire_diff import request_diff
+
+    recorded = '{"messages":[{"content":"prefers Celsius ☕"}],"model":"m"}'.encode()
+    start = recorded.index(b"Celsius")
+    spans = [{"part": "memory:mem_pref", "start": start - 8, "end": start + len("Celsius ☕".encode())}]
+    same = request_diff(1, recorded, recorded, spans)
+    assert same.identical and same.recorded_size == same.sent_size == len(recorded)
+
+    sent = recorded.replace(b"Celsius", b"Fahrenheit")
+    changed = request_diff(1, recorded, sent, spans)
+    assert not changed.identical and changed.parts == ("memory:mem_pref",)
+    assert recorded[: changed.start] == sent[: changed.start]  # every byte before, identical
+    assert recorded[changed.recorded_end :] == sent[changed.sent_end :]  # and after
+    assert changed.same_bytes == len(recorded) - (changed.recorded_end - changed.start)
+
+    elsewhere = request_diff(2, recorded, recorded.replace(b'"m"', b'"n"'), spans)
+    assert elsewhere.parts == () and elsewhere.sequence == 2  # outside every recorded part: said so
+
+
+def test_the_readmes_allow_list_entry_is_one_the_console_offers_by_name(tmp_path: Any) -> None:
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from consumers.console.model_choice import model_choices
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    (snippet,) = [b for b in re.findall(r"```toml\n(.*?)```", readme, flags=re.DOTALL) if "[[endpoint]]" in b]
+    path = tmp_path / "model_endpoints.toml"
+    path.write_text(snippet, encoding="utf-8")
+    console = SimpleNamespace(rt=SimpleNamespace(settings=SimpleNamespace(resolved_model_endpoints=path)))
+    choices = model_choices(console)  # type: ignore[arg-type]
+    assert list(choices) == ["vllm-eu", "demo-scripted"]
+    assert choices["vllm-eu"].described == "allow-listed endpoint https://vllm.eu.internal/v1"
