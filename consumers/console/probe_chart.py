@@ -20,13 +20,6 @@ FILL = {
     "undecided": "#8c959f",
     "pending": "#ffffff",
 }
-LEGEND = (
-    ("hit", "fails"),
-    ("miss", "passes"),
-    ("mixed", "mixed"),
-    ("undecided", "undecided"),
-    ("pending", "not yet"),
-)
 LEFT, TOP, ROW, WIDTH = 120, 8, 22, 760
 MAX_LABELS = 9
 _NAMED = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*=")
@@ -91,11 +84,11 @@ def chart_layout(chart: ProbeChart) -> ChartLayout:
     shown = sorted({*range(0, columns, every), columns - 1}) if chart.xs else []
     legend_y = bottom + 40
     return ChartLayout(
-        width=WIDTH,
+        width=max(WIDTH, LEFT + columns * cell + 10),  # wider than the page only past ~150 columns
         height=legend_y + 12,
         cells=tuple(cells),
         rows=tuple(
-            ChartLabel(x=LEFT - 6, y=TOP + r * ROW + 15, text=_short(s) if s else "as captured")
+            ChartLabel(x=LEFT - 6, y=TOP + r * ROW + 15, text=_short(s) if s else _short(chart.variable))
             for r, s in enumerate(chart.series)
         ),
         columns=tuple(
@@ -103,7 +96,15 @@ def chart_layout(chart: ProbeChart) -> ChartLayout:
         ),
         legend=tuple(
             (ChartLabel(x=LEFT + i * 110, y=legend_y, text=text), FILL[state])
-            for i, (state, text) in enumerate(LEGEND)
+            for i, (state, text) in enumerate(
+                (
+                    ("hit", chart.hit),
+                    ("miss", chart.miss),
+                    ("mixed", "mixed"),
+                    ("undecided", "undecided"),
+                    ("pending", "not yet"),
+                )
+            )
         ),
         done=len(chart.points),
         planned=chart.planned,

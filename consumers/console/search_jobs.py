@@ -72,6 +72,11 @@ class ProbeChart:
     xs: tuple[str, ...]
     series: tuple[str, ...]
     points: tuple[PointView, ...] = ()
+    variable: str = ""
+    """The first sweep's variable (the row's name when there is no second sweep)."""
+    hit: str = "fails"
+    """What a hit and a miss mean under the probe's judge (fails / passes, or changes / unchanged)."""
+    miss: str = "passes"
     summary: str = ""
     """The stated boundary, once the probe has ended."""
 
@@ -231,7 +236,17 @@ def _probe_work(
             control.plan(points * runs + 1)  # and the as-captured control
             memory = axes[0].name.startswith("memory.")
             series = tuple(v.describe() for v in axes[1].values) if len(axes) == 2 else ("",)
-            chart = ProbeChart(xs=tuple(v.describe() for v in axes[0].values), series=series)
+            failed = decision_failed(console.rt.index, decision_id)
+            if failed is None:
+                failed = (prepared.capture.get("outcome") or {}).get("status") == "failure"
+            judge = Judge(checks=checks_of(console.rt.pacts), failed=failed)
+            chart = ProbeChart(
+                xs=tuple(v.describe() for v in axes[0].values),
+                series=series,
+                variable=axes[0].name,
+                hit="fails" if judge.verb == "fails" else "changes",
+                miss="passes" if judge.verb == "fails" else "unchanged",
+            )
             control.publish(chart)
 
             def view(p: ProbePoint) -> PointView:
@@ -253,14 +268,11 @@ def _probe_work(
                 chart = replace(chart, points=(*chart.points, view(p)))
                 control.publish(chart)
 
-            failed = decision_failed(console.rt.index, decision_id)
-            if failed is None:
-                failed = (prepared.capture.get("outcome") or {}).get("status") == "failure"
             result = probe(
                 stepping,
                 prepared,
                 axes,
-                judge=Judge(checks=checks_of(console.rt.pacts), failed=failed),
+                judge=judge,
                 runs=runs,
                 on_rows=IndexReplayRunLog(console.rt.index).append,
                 on_point=judged,

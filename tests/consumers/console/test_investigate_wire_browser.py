@@ -8,7 +8,9 @@ with only that span spliced, and the page says which bytes changed and in which 
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,10 +38,20 @@ OPERATOR_KEY = "sk-operator-CONSOLE-9"
 NEW_MEMORY = 'the customer prefers Fahrenheit, "black" tea ☃'
 
 
+class PacedServer(ProviderServer):
+    """The scripted provider, each answer ``pace`` seconds late (a model takes time: a probe can be watched)."""
+
+    pace = 0.0
+
+    def _next(self) -> Any:
+        time.sleep(self.pace)
+        return super()._next()
+
+
 @dataclass(frozen=True)
 class WireWorld:
     console: str
-    server: ProviderServer
+    server: PacedServer
     decision_id: str
     capture: dict[str, Any]
     operator_token: str
@@ -76,7 +88,7 @@ def wire_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WireWorld]:
         "BLACKBOX_BLOB": "local",
         KEY_ENV: OPERATOR_KEY,
     }
-    with ProviderServer() as server:
+    with PacedServer() as server:
         decision_id = _record(server, data)
         run(["consume", "--drain", "--max-wait", "0.1"], env)
         capture = json.loads(run(["show", decision_id, "--json"], env).stdout)["capture"]
@@ -157,4 +169,42 @@ def test_varying_a_memory_span_sends_the_recorded_bytes_but_that_span(
         assert span["start"] <= start <= end <= span["end"], (start, end, span)
         assert row.locator(".parts").inner_text() == span["part"]
         assert f"the other {len(recorded[i]) - (end - start)} bytes identical" in row.inner_text()
+    page.context.close()
+
+
+def test_the_probe_chart_fills_in_as_points_finish(wire_world: WireWorld, browser: Any) -> None:
+    world = wire_world
+    sweep = [round(i * 0.05, 2) for i in range(21)]
+    page = _signed_in(browser, world)
+    charted: list[int] = []  # the ?points=N of each chart the page loaded: redrawn as points finish
+    polled: list[str] = []
+
+    def seen(url: str) -> None:
+        found = re.search(r"/chart\.svg\?points=(\d+)$", url)
+        if found:
+            charted.append(int(found.group(1)))
+        elif url.endswith("/status.json"):
+            polled.append(url)
+
+    page.on("request", lambda r: seen(r.url))
+    world.server.script(*SCRIPT * (1 + len(sweep)))  # the control, then each point: three calls each
+    world.server.pace = 0.04
+    try:
+        page.goto(f"{world.console}/decisions/{world.decision_id}/investigate")
+        page.select_option("#probe-model", ENDPOINT)
+        page.fill("#sweep", "sampling.temperature=0..1/0.05")
+        page.fill("#sweep2", "")
+        page.click("#start-probe")
+        page.wait_for_selector("#probe-chart", timeout=WAIT_MS)
+        shot(page, "27-probe-chart-filling-in")
+        page.wait_for_selector("#boundary", timeout=WAIT_MS)
+    finally:
+        world.server.pace = 0.0
+    shot(page, "28-probe-chart-done")
+    assert "sampling.temperature" in page.inner_text("#probe h2") and page.inner_text("#boundary")
+    assert page.locator("#probe-points tbody tr.point").count() == len(sweep)
+    assert polled, "the page's script never asked for the job's status"
+    partial = sorted({n for n in charted if 0 < n < len(sweep)})
+    assert len(partial) >= 3, charted  # the chart was redrawn while points were still running
+    assert charted == sorted(charted) and charted[-1] == len(sweep)  # it only grows, and ends whole
     page.context.close()
