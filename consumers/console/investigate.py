@@ -135,6 +135,7 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
             decision_id=decision_id,
             models=model_choices(console).values(),
             variables=_variables(console, capture),
+            wire=capture.get("fidelity") == "wire",
             max_runs=MAX_RUNS,
         )
 
@@ -276,18 +277,19 @@ def _variables(console: Console, capture: Mapping[str, Any]) -> list[tuple[str, 
         for v in known
         if v.held and v.version != current
     ]
-    entries = (capture.get("memoryState") or {}).get("workingSetEntries") or []
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("entryId"):
-            size = len(str(entry.get("renderedContent") or "").encode("utf-8"))
-            options.append(
-                (f"memory.drop={entry['entryId']}", f"memory: drop {entry['entryId']} ({size:,} bytes)")
-            )
-    options += [
-        ("memory.truncate=8KB", "memory: truncate the working set at 8 KB"),
-        ("memory.truncate=4KB", "memory: truncate the working set at 4 KB"),
-        ("sampling.temperature=0.7", "sampling: temperature → 0.7"),
-    ]
+    if capture.get("fidelity") != "wire":  # recorded bytes: a memory span is replaced, never dropped or cut
+        entries = (capture.get("memoryState") or {}).get("workingSetEntries") or []
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("entryId"):
+                size = len(str(entry.get("renderedContent") or "").encode("utf-8"))
+                options.append(
+                    (f"memory.drop={entry['entryId']}", f"memory: drop {entry['entryId']} ({size:,} bytes)")
+                )
+        options += [
+            ("memory.truncate=8KB", "memory: truncate the working set at 8 KB"),
+            ("memory.truncate=4KB", "memory: truncate the working set at 4 KB"),
+        ]
+    options.append(("sampling.temperature=0.7", "sampling: temperature → 0.7"))
     model = str(config.get("modelIdentifier") or "")
     if model:
         options.append((f"model={model}-next", f"model → {model}-next (a model id the endpoint must serve)"))

@@ -223,6 +223,13 @@ def test_a_finding_from_a_run_then_regress_suite_with_v46_passes_the_gate(
         "--model-callable consumers.demo.model:ScriptedSupportModel"
     )
     shot(page, "24-regress-gate")
+    page.goto(f"{world.console}/decisions/{world.failed_id}")  # the rule's previews read it through the gate
+    history = page.locator("#access-history tbody tr")
+    reads = [
+        (history.nth(i).locator("td").nth(4).inner_text(), history.nth(i).locator("td").nth(6).inner_text())
+        for i in range(history.count())
+    ]
+    assert any(a == "evaluate" and "rule preview" in d for a, d in reads), reads
 
 
 def test_a_regulator_cannot_spend_the_operators_model(world: ConsoleWorld, browser: Any) -> None:

@@ -129,6 +129,9 @@ def test_varying_a_memory_span_sends_the_recorded_bytes_but_that_span(
     assert [v for v, _ in options] == [ENDPOINT, "demo-scripted"], options  # chosen by name
     assert all(OPERATOR_KEY not in text and KEY_ENV not in text for _, text in options)  # no key shown
     assert OPERATOR_KEY not in page.content()
+    offered = page.locator("#vary option").evaluate_all("os => os.map(o => o.value)")
+    assert not any(v.startswith("memory.") for v in offered), offered  # bytes: a span is replaced, not cut
+    assert 'memory=["' in page.inner_text("#wire-hint")
 
     world.server.clear()
     world.server.script(*SCRIPT, *SCRIPT)
