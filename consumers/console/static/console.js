@@ -38,6 +38,9 @@
             return;
           }
           state.textContent = s.state;
+          var queued = document.getElementById("queue-position");
+          if (queued && s.position) queued.textContent = "position " + s.position + " in the queue";
+          else if (queued) queued.textContent = "started";
           progress(s);
           if (s.points !== null && !chart) {
             window.location.reload(); // the probe has planned its chart since the page was drawn
