@@ -7,6 +7,8 @@ unchanged / diverged per decision, the gate's verdict and the CLI command that r
 Routes::
 
     GET  /findings/new?from_replay=RUN&decision=ID   the form
+    POST /findings/check                             the rule's compile error, or the decisions it matches (JSON,
+                                                     for the form's script: checked as the operator types)
     POST /findings                                   record it; 303 to its page, or the form with the error
     GET  /findings/{name}                            its rule, pinned decisions, the regress form
     POST /findings/{name}/regress                    start ``regress --suite`` as a job
@@ -15,8 +17,9 @@ Routes::
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -24,13 +27,18 @@ from starlette.responses import RedirectResponse, Response
 
 from consumers.console.core import Console, Who, safe_id
 from consumers.console.jobs import JobControl, ReplayJobs
-from consumers.console.web import secured
+from consumers.console.web import json_response, secured
 from schemas.errors import BlackboxError, ContractError
 
 if TYPE_CHECKING:
     from consumers.console.model_choice import ModelChoice
 
-__all__ = ["GateView", "add_finding_routes"]
+__all__ = ["GateView", "add_finding_routes", "rule_preview"]
+
+PREVIEW_WINDOW = timedelta(hours=24)
+PREVIEW_MAX = 50
+"""The preview evaluates the rule on the newest decisions of the last day, at most this many (each a
+gated read of a stored capture): enough to see what the rule catches, bounded while one types."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +139,47 @@ def _suite(console: Console, name: str) -> tuple[list[str], tuple[Any, ...]]:
     return ids, checks_of(console.rt.pacts, finding=rule)
 
 
+def rule_preview(console: Console, who: Who, *, rule: str, candidates: Sequence[str]) -> dict[str, Any]:
+    """What the finding form shows as the rule is typed: the compiler's error (nothing read), or which
+    of the candidates it matches (would be pinned) and how many of the window's newest decisions it
+    matches. Every capture is read through the gate (action ``evaluate``, in the access log)."""
+    from consumers.findings.captures import evaluate_stored
+    from consumers.findings.store import decision_rows_by_id, window_rows
+    from consumers.pacts.expression import Rule, check_rule
+
+    compiled = Rule(name="preview", source=rule.strip())
+    try:
+        check_rule(compiled, what="rule")
+    except BlackboxError as exc:
+        return {"ok": False, "error": str(exc)}
+    caller = who.session.as_caller()
+    rt = console.rt
+
+    def matched(rows: Sequence[Any]) -> list[str]:
+        outcomes = evaluate_stored(
+            compiled, rows, blobs=rt.blob_store, gate=rt.gate, caller=caller, ids=console.ids
+        )
+        return [str(o.row["decision_id"]) for o in outcomes if o.matched]
+
+    found = decision_rows_by_id(rt.index, list(candidates)) if candidates else {}
+    trusted = [row for row in found.values() if row.get("trust") == "verified"]
+    now = console.clock()
+    window = window_rows(rt.index, since=now - PREVIEW_WINDOW, until=now, agent=None, by=None)[-PREVIEW_MAX:]
+    in_window = matched(window)
+    return {
+        "ok": True,
+        "error": "",
+        "candidates": len(candidates),
+        "pinned": matched(trusted),
+        "window": {
+            "hours": int(PREVIEW_WINDOW.total_seconds() // 3600),
+            "decisions": len(window),
+            "matched": len(in_window),
+        },
+        "examples": in_window[:10],
+    }
+
+
 def add_finding_routes(
     router: APIRouter,
     console: Console,
@@ -142,6 +191,7 @@ def add_finding_routes(
 ) -> None:
     """The finding and gate routes; operators only (a finding is shared state of the fleet)."""
     from consumers.findings import add_finding, get_finding, pinned_decisions
+    from consumers.findings.store import replay_run_decisions
 
     def _form_page(who: Who, values: dict[str, str], *, problem: str = "", status: int = 200) -> Response:
         return console.page(who, "finding_form.html", status=status, values=values, problem=problem)
@@ -152,6 +202,23 @@ def add_finding_routes(
         who = console.need(request, operator=True)
         values = {k: request.query_params.get(k, "")[:200] for k in ("from_replay", "decision")}
         return _form_page(who, values)
+
+    @router.post("/findings/check")
+    @guard
+    def check(request: Request, fields: dict[str, str] = form) -> Response:
+        who = console.need(request, operator=True)
+        console.check_csrf(who, fields)
+        candidates = []
+        if fields.get("decision", "").strip():
+            candidates.append(safe_id(fields["decision"].strip()))
+        run = fields.get("from_replay", "").strip()
+        if run:
+            candidates += [
+                d for d in replay_run_decisions(console.rt.index, run[:200]) if d not in candidates
+            ]
+        return json_response(
+            rule_preview(console, who, rule=fields.get("rule", "")[:4000], candidates=candidates)
+        )
 
     @router.post("/findings")
     @guard

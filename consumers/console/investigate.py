@@ -8,6 +8,8 @@ Routes (under the console's prefix)::
     GET  /decisions/{id}/investigate     the form: model endpoint by name, runs, the one variable
     POST /decisions/{id}/replay          start a job; 303 to its page
     GET  /jobs/{job}                     queue position / progress (refreshes itself), then the result
+    GET  /jobs/{job}/status.json         state and progress, for the page's script to poll
+    GET  /jobs/{job}/chart.svg           a probe's boundary chart, as far as its points have finished
     POST /jobs/{job}/cancel
     GET  /decisions/{id}/runs            the decision's run history (``replay_runs``)
 
@@ -22,27 +24,28 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from consumers.console.core import Console, Who, safe_id
 from consumers.console.finding_pages import add_finding_routes
-from consumers.console.jobs import JobControl, ReplayJobs
+from consumers.console.jobs import JobControl, JobView, ReplayJobs
 from consumers.console.model_choice import ModelChoice, model_choices
 from consumers.console.replay_view import replay_view
-from consumers.console.search_jobs import add_search_routes
-from consumers.console.web import SECURITY_HEADERS, secured
+from consumers.console.search_jobs import ProbeChart, add_search_routes
+from consumers.console.web import SECURITY_HEADERS, json_response, secured, svg
+from consumers.console.wire_diff import WireTap
 from schemas.errors import ContractError
 
 if TYPE_CHECKING:
-    pass
+    from consumers.replay.clients import ModelClient
 
 __all__ = ["MAX_RUNS", "ModelChoice", "add_investigate_routes", "model_choices"]
 
 MAX_RUNS = 20
-REFRESH_SECONDS = "1"
+POLL_MS = 500  # the page's script asks for the job's status this often
 FIRST_WAIT_SECONDS = 0.8  # a job page waits this long for the job before rendering (then refreshes)
 
 
@@ -60,29 +63,41 @@ def _replay_work(
 
     def work(control: JobControl) -> Any:
         client, close = choice.build()
+        tap = WireTap(client)  # a wire capture's requests as sent, shown against the recording
         try:
-            replayer = rt.replayer(client=client, caller=who.session.as_caller(), reason="console: replay")
+            replayer = rt.replayer(
+                client=cast("ModelClient", tap.client),
+                caller=who.session.as_caller(),
+                reason="console: replay",
+            )
             prepared = replayer.prepare(decision_id)
             variations = []
             if vary:
                 variation = parse_variation(vary, versions=IndexVersionCatalog(rt.index, read=replayer.read))
                 require_variation(prepared, variation)
                 variations.append(variation)
+            requests = []
             as_captured = []
-            for _ in range(runs):
+            for i in range(runs):
                 as_captured.append(replayer.run(prepared))
+                sent = tap.take(prepared.capture)
+                if i == 0:
+                    requests.append(sent)
                 control.step()
             attempts = []
             for variation in variations:
                 done = []
-                for _ in range(runs):
+                for i in range(runs):
                     done.append(replayer.run(prepared, variation=variation))
+                    sent = tap.take(prepared.capture)
+                    if i == 0:
+                        requests.append(sent)
                     control.step()
                 attempts.append((variation, done))
             report = build_report(prepared, as_captured, attempts, variance=runs > 1)
             rows = run_rows(report, at=datetime.now(UTC))
             IndexReplayRunLog(rt.index).append(rows)
-            return replay_view(report, run_id=rows[0].run_id if rows else "")
+            return replay_view(report, run_id=rows[0].run_id if rows else "", requests=requests)
         finally:
             close()
 
@@ -120,6 +135,7 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
             decision_id=decision_id,
             models=model_choices(console).values(),
             variables=_variables(console, capture),
+            wire=capture.get("fidelity") == "wire",
             max_runs=MAX_RUNS,
         )
 
@@ -161,10 +177,43 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
             return console.page(
                 who, "error.html", status=404, title="Not found", reason="no such job of yours"
             )
-        response = console.page(who, "replay_job.html", job=view, result=view.result)
-        if not view.finished:  # CSP forbids inline script: the page asks to be reloaded by header
-            response.headers["Refresh"] = REFRESH_SECONDS
-        return response
+        # with script, console.js polls status.json and reloads once the job ends; without, the page's
+        # <noscript> refresh reloads it each second
+        return console.page(
+            who, "replay_job.html", job=view, result=view.result, chart=_chart(view), poll_ms=POLL_MS
+        )
+
+    @router.get("/jobs/{job_id}/status.json")
+    @guard
+    def status(request: Request, job_id: str) -> Response:
+        who = console.need(request)
+        view = jobs.view(safe_id(job_id, what="job id"), owner=who.session.caller)
+        if view is None:
+            return json_response({"error": "no such job of yours"}, status=404)
+        chart = _chart(view)
+        return json_response(
+            {
+                "state": view.state,
+                "finished": view.finished,
+                "done": view.done,
+                "total": view.total,
+                "position": view.position,
+                "points": None if chart is None else len(chart.points),
+                "planned": None if chart is None else chart.planned,
+            }
+        )
+
+    @router.get("/jobs/{job_id}/chart.svg")
+    @guard
+    def chart(request: Request, job_id: str) -> Response:
+        from consumers.console.probe_chart import chart_layout
+
+        who = console.need(request)
+        view = jobs.view(safe_id(job_id, what="job id"), owner=who.session.caller)
+        drawn = None if view is None else _chart(view)
+        if drawn is None:
+            return secured(Response("no chart", status_code=404, media_type="text/plain"))
+        return svg("probe_chart.svg", c=chart_layout(drawn))
 
     @router.post("/jobs/{job_id}/cancel")
     @guard
@@ -184,6 +233,15 @@ def add_investigate_routes(router: APIRouter, console: Console, *, guard: Any, f
         did = safe_id(decision_id)
         _gate_show(console, who, did)
         return console.page(who, "replay_runs.html", decision_id=did, runs=replay_runs(console.rt.index, did))
+
+
+def _chart(view: JobView) -> ProbeChart | None:
+    """A probe's chart: the result's once it ends, else the points published so far."""
+    for value in (view.result, view.partial):
+        chart = getattr(value, "chart", value)
+        if isinstance(chart, ProbeChart):
+            return chart
+    return None
 
 
 def _gate_show(console: Console, who: Who, decision_id: str) -> Mapping[str, Any]:
@@ -219,18 +277,19 @@ def _variables(console: Console, capture: Mapping[str, Any]) -> list[tuple[str, 
         for v in known
         if v.held and v.version != current
     ]
-    entries = (capture.get("memoryState") or {}).get("workingSetEntries") or []
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("entryId"):
-            size = len(str(entry.get("renderedContent") or "").encode("utf-8"))
-            options.append(
-                (f"memory.drop={entry['entryId']}", f"memory: drop {entry['entryId']} ({size:,} bytes)")
-            )
-    options += [
-        ("memory.truncate=8KB", "memory: truncate the working set at 8 KB"),
-        ("memory.truncate=4KB", "memory: truncate the working set at 4 KB"),
-        ("sampling.temperature=0.7", "sampling: temperature → 0.7"),
-    ]
+    if capture.get("fidelity") != "wire":  # recorded bytes: a memory span is replaced, never dropped or cut
+        entries = (capture.get("memoryState") or {}).get("workingSetEntries") or []
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("entryId"):
+                size = len(str(entry.get("renderedContent") or "").encode("utf-8"))
+                options.append(
+                    (f"memory.drop={entry['entryId']}", f"memory: drop {entry['entryId']} ({size:,} bytes)")
+                )
+        options += [
+            ("memory.truncate=8KB", "memory: truncate the working set at 8 KB"),
+            ("memory.truncate=4KB", "memory: truncate the working set at 4 KB"),
+        ]
+    options.append(("sampling.temperature=0.7", "sampling: temperature → 0.7"))
     model = str(config.get("modelIdentifier") or "")
     if model:
         options.append((f"model={model}-next", f"model → {model}-next (a model id the endpoint must serve)"))

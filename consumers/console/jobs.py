@@ -47,6 +47,8 @@ class JobView:
     """Place in the queue (1 = next to start) while queued, else None."""
     result: Any = None
     error: str = ""
+    partial: Any = None
+    """What the work published so far (a probe's points as they finish), until its result."""
 
     @property
     def finished(self) -> bool:
@@ -59,6 +61,7 @@ class _Job:
         self.state: State = "queued"
         self.done, self.total = 0, total
         self.result: Any = None
+        self.partial: Any = None
         self.error = ""
         self.cancel = threading.Event()
         self.future: Future[None] | None = None
@@ -78,6 +81,11 @@ class JobControl:
         """How many steps the job expects, once it knows."""
         with self._lock:
             self._job.total = total
+
+    def publish(self, partial: Any) -> None:
+        """Show ``partial`` (an immutable value) on the job's page while the job runs."""
+        with self._lock:
+            self._job.partial = partial
 
     def step(self) -> None:
         with self._lock:
@@ -128,6 +136,7 @@ class ReplayJobs:
                 position=queued.index(job.job_id) + 1 if job.state == "queued" else None,
                 result=job.result,
                 error=job.error,
+                partial=job.partial,
             )
 
     def wait(self, job_id: str, *, owner: str, seconds: float) -> None:

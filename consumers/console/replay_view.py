@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import difflib
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from consumers.console.wire_diff import RequestDiff
 from consumers.replay.outcome import Outcome
 from consumers.replay.report import ReplayReport, ReportRow
 
@@ -55,6 +57,8 @@ class RowView:
     model: str
     runs: int
     distribution: tuple[Bucket, ...]
+    requests: tuple[RequestDiff, ...] = ()
+    """A wire capture's requests as its first run sent them, each against the recorded bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,7 @@ def _call(call: tuple[str, str] | None) -> str:
     return f"{name} (input {input_hash[:12]})"
 
 
-def _row(report: ReplayReport, row: ReportRow) -> RowView:
+def _row(report: ReplayReport, row: ReportRow, requests: tuple[RequestDiff, ...]) -> RowView:
     control = row.variation is None
     reference = report.original if control else report.as_captured.result.outcome
     replayed = row.result.outcome
@@ -140,10 +144,14 @@ def _row(report: ReplayReport, row: ReportRow) -> RowView:
         model=row.result.model,
         runs=len(row.attempts) or 1,
         distribution=buckets,
+        requests=requests,
     )
 
 
-def replay_view(report: ReplayReport, *, run_id: str = "") -> ReplayView:
+def replay_view(
+    report: ReplayReport, *, run_id: str = "", requests: Sequence[tuple[RequestDiff, ...]] = ()
+) -> ReplayView:
+    """The page's values; ``requests[i]`` is what row ``i`` sent (as captured first, then each variation)."""
     control = report.as_captured
     return ReplayView(
         decision_id=report.decision_id,
@@ -152,6 +160,8 @@ def replay_view(report: ReplayReport, *, run_id: str = "") -> ReplayView:
         fidelity_note=report.fidelity_note,
         verified=report.verified,
         caveats=report.caveats,
-        rows=tuple(_row(report, row) for row in report.rows),
+        rows=tuple(
+            _row(report, row, requests[i] if i < len(requests) else ()) for i, row in enumerate(report.rows)
+        ),
         run_id=run_id,
     )

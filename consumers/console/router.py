@@ -13,7 +13,7 @@ Routes (under the prefix, ``/console`` by default)::
     GET  /decisions/{id}/bundle.json        the evidence bundle (``export``)
     GET  /decisions/{id}/model-calls/{n}/{request|response}   a wire capture's exact bytes (``export``)
     GET  /trends, /access (+ POSTs)         see :mod:`consumers.console.admin`
-    GET  /static/console.css
+    GET  /static/console.css, /static/console.js   the fixed static set (the script: consumers/console/static)
 
 Every page works without script; the CSP forbids inline script and every POST carries a CSRF token.
 """

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from consumers.console.model_choice import ModelChoice
     from consumers.replay.replayer import Replayer, ReplayResult
 
-__all__ = ["BisectView", "ProbeView", "add_search_routes"]
+__all__ = ["BisectView", "ProbeChart", "ProbeView", "add_search_routes"]
 
 MAX_SWEEP = 200
 
@@ -59,6 +59,30 @@ class PointView:
     measure: str
     runs: int
     state: str
+    column: int = 0
+    """Its place in the first sweep (the chart's column) and in the second (the chart's row)."""
+    row: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeChart:
+    """The boundary chart's data: a column per value of the first sweep, a row per value of the second
+    (or one row), and the points judged so far; published as each point finishes, final with the result."""
+
+    xs: tuple[str, ...]
+    series: tuple[str, ...]
+    points: tuple[PointView, ...] = ()
+    variable: str = ""
+    """The first sweep's variable (the row's name when there is no second sweep)."""
+    hit: str = "fails"
+    """What a hit and a miss mean under the probe's judge (fails / passes, or changes / unchanged)."""
+    miss: str = "passes"
+    summary: str = ""
+    """The stated boundary, once the probe has ended."""
+
+    @property
+    def planned(self) -> int:
+        return len(self.xs) * len(self.series)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +94,7 @@ class ProbeView:
     replays: int
     points: tuple[PointView, ...]
     caveats: tuple[str, ...]
+    chart: ProbeChart | None = None
     kind: str = "probe"
 
 
@@ -190,7 +215,7 @@ def _probe_work(
 ) -> Callable[[JobControl], Any]:
     from consumers.replay.checks import checks_of
     from consumers.replay.memory_variation import format_size
-    from consumers.replay.probe import Judge, parse_sweep, probe
+    from consumers.replay.probe import Judge, ProbePoint, parse_sweep, probe
     from consumers.replay.runlog import IndexReplayRunLog
     from consumers.replay.store import decision_failed
     from consumers.replay.versions import IndexVersionCatalog
@@ -209,38 +234,60 @@ def _probe_work(
             if points > MAX_SWEEP:
                 raise ContractError(f"{points} points; at most {MAX_SWEEP} from the console", path="sweep")
             control.plan(points * runs + 1)  # and the as-captured control
+            memory = axes[0].name.startswith("memory.")
+            series = tuple(v.describe() for v in axes[1].values) if len(axes) == 2 else ("",)
             failed = decision_failed(console.rt.index, decision_id)
             if failed is None:
                 failed = (prepared.capture.get("outcome") or {}).get("status") == "failure"
+            judge = Judge(checks=checks_of(console.rt.pacts), failed=failed)
+            chart = ProbeChart(
+                xs=tuple(v.describe() for v in axes[0].values),
+                series=series,
+                variable=axes[0].name,
+                hit="fails" if judge.verb == "fails" else "changes",
+                miss="passes" if judge.verb == "fails" else "unchanged",
+            )
+            control.publish(chart)
+
+            def view(p: ProbePoint) -> PointView:
+                label = p.series.describe() if p.series else ""
+                return PointView(
+                    x=p.x.describe(),
+                    series=label,
+                    measure=""
+                    if p.measure is None
+                    else (format_size(p.measure) if memory else f"{p.measure:g}"),
+                    runs=p.runs,
+                    state=p.state,
+                    column=p.step,
+                    row=series.index(label) if label in series else 0,
+                )
+
+            def judged(p: ProbePoint) -> None:
+                nonlocal chart
+                chart = replace(chart, points=(*chart.points, view(p)))
+                control.publish(chart)
+
             result = probe(
                 stepping,
                 prepared,
                 axes,
-                judge=Judge(checks=checks_of(console.rt.pacts), failed=failed),
+                judge=judge,
                 runs=runs,
                 on_rows=IndexReplayRunLog(console.rt.index).append,
+                on_point=judged,
                 clock=lambda: datetime.now(UTC),
             )
-            memory = result.axes[0].name.startswith("memory.")
+            final = tuple(view(p) for p in result.points)
             return ProbeView(
                 decision_id=decision_id,
                 sweeps=" × ".join(f"{a.name}={a.spec}" for a in result.axes),
                 judge=result.judge.describe(),
                 summary=result.summary,
                 replays=result.replays,
-                points=tuple(
-                    PointView(
-                        x=p.x.describe(),
-                        series=p.series.describe() if p.series else "",
-                        measure=""
-                        if p.measure is None
-                        else (format_size(p.measure) if memory else f"{p.measure:g}"),
-                        runs=p.runs,
-                        state=p.state,
-                    )
-                    for p in result.points
-                ),
+                points=final,
                 caveats=result.caveats,
+                chart=replace(chart, points=final, summary=result.summary),
             )
         finally:
             close()

@@ -25,11 +25,22 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse, Response
 
-__all__ = ["CSP", "SECURITY_HEADERS", "csrf_token", "html", "inert", "pre_csrf", "static_file"]
+__all__ = [
+    "CSP",
+    "SECURITY_HEADERS",
+    "csrf_token",
+    "html",
+    "inert",
+    "json_response",
+    "pre_csrf",
+    "static_file",
+    "svg",
+]
 
+# Script only from the console's own static files (no inline script, no eval); it fetches only from here.
 CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
@@ -39,7 +50,10 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "Cross-Origin-Opener-Policy": "same-origin",
 }
-STATIC = {"console.css": "text/css; charset=utf-8"}
+STATIC = {
+    "console.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+}
 _VISIBLE_WHITESPACE = frozenset("\n\t")
 
 
@@ -106,6 +120,18 @@ def html(
 ) -> HTMLResponse:
     body = _env.get_template(template).render(**values)
     return HTMLResponse(body, status_code=status, headers={**SECURITY_HEADERS, **(headers or {})})
+
+
+def svg(template: str, **values: Any) -> Response:
+    """An image drawn by a template (escaped like every page); shown with ``<img>``, so no script runs."""
+    body = _env.get_template(template).render(**values)
+    return Response(body, media_type="image/svg+xml; charset=utf-8", headers=SECURITY_HEADERS)
+
+
+def json_response(value: Mapping[str, Any], *, status: int = 200) -> Response:
+    """What the console's script fetches: JSON with the pages' security headers."""
+    body = json.dumps(value, ensure_ascii=False).encode("utf-8")
+    return Response(body, status_code=status, media_type="application/json", headers=SECURITY_HEADERS)
 
 
 def secured(response: Response) -> Response:

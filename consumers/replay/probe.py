@@ -203,6 +203,7 @@ def probe(
     judge: Judge,
     runs: int = 1,
     on_rows: Callable[[list[ReplayRunRow]], None] | None = None,  # every run's row, once at the end
+    on_point: Callable[[ProbePoint], None] | None = None,  # each point as it is judged (a live chart)
     clock: Callable[[], datetime],
 ) -> ProbeResult:
     """Replay every point of the sweep (a grid for two axes) ``runs`` times and map the boundary."""
@@ -261,6 +262,8 @@ def probe(
             first_result=results[0],
         )
         points.append(point)
+        if on_point is not None:
+            on_point(point)
         rows.extend(_rows(point, results, verdicts, judge=judge, run_id=run_id, at=clock()))
     if on_rows is not None:
         on_rows(rows)

@@ -9,25 +9,21 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from big import big_capture
 from console_world import (
-    BLACKBOX,
     CHROMIUM_ARGS,
     SHOTS,
     ConsoleWorld,
     clean_env,
-    free_port,
     ids_of_user,
     run,
+    serving,
     token,
 )
 from hostile import hostile_capture
@@ -66,35 +62,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
     log_key = run(["log", "key"], env).stdout.strip().splitlines()[-1].strip()
     counterparty_ids = ids_of_user(data_dir, user)
 
-    idp_running = running_idp()
-    idp = idp_running.__enter__()
     # the README's OIDC sign-in: an issuer and the console's client at it (its secret: a confidential client)
-    oidc = {
-        "BLACKBOX_OIDC_ISSUER": idp.url,
-        "BLACKBOX_OIDC_CLIENT_ID": CLIENT_ID,
-        "BLACKBOX_OIDC_CLIENT_SECRET": CLIENT_SECRET,
-    }
-    port = free_port()
-    server = subprocess.Popen(
-        [*BLACKBOX, "serve", "--listen", f"127.0.0.1:{port}"],
-        env={**env, **oidc},
-        stdout=subprocess.DEVNULL,
-        stderr=(root / "serve.log").open("w"),
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/console/signin", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            idp_running.__exit__(None, None, None)
-            pytest.fail(f"blackbox serve did not start:\n{(root / 'serve.log').read_text()[-3000:]}")
-        time.sleep(0.2)
-    try:
+    with running_idp() as idp, serving(
+        {
+            **env,
+            "BLACKBOX_OIDC_ISSUER": idp.url,
+            "BLACKBOX_OIDC_CLIENT_ID": CLIENT_ID,
+            "BLACKBOX_OIDC_CLIENT_SECRET": CLIENT_SECRET,
+        },
+        root / "serve.log",
+    ) as url:
         yield ConsoleWorld(
             url=url,
             data_dir=data_dir,
@@ -110,13 +87,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
             user=user,
             idp=idp,
         )
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        idp_running.__exit__(None, None, None)
 
 
 def launch_chromium(playwright: Any) -> Any:

@@ -9,9 +9,15 @@ import re
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
+import pytest
 
 BLACKBOX = [sys.executable, "-c", "from consumers.cli import main; main()"]
 CHROMIUM_ARGS = [
@@ -92,3 +98,35 @@ def clean_env() -> dict[str, str]:
 
 def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=False)
+
+
+@contextmanager
+def serving(env: dict[str, str], log: Path) -> Iterator[str]:
+    """A real ``blackbox serve`` on a free loopback port with ``env``; yields its origin, stops it after."""
+    port = free_port()
+    server = subprocess.Popen(
+        [*BLACKBOX, "serve", "--listen", f"127.0.0.1:{port}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/console/signin", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            pytest.fail(f"blackbox serve did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    try:
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()

@@ -154,8 +154,20 @@ def test_bisect_names_v47_and_probe_states_the_8kb_boundary(world: ConsoleWorld,
     assert re.search(r"exceeds (7\.\d|8(\.0)?) KB with v4\.7", boundary), boundary
     assert re.search(r"never fails with v4\.5, v4\.6", boundary), boundary
     points = page.locator("#probe-points tbody tr.point")
-    assert points.count() >= 17 * 2
+    planned = points.count()
+    assert planned >= 17 * 2
     shot(page, "23-probe")
+    final = page.request.get(world.url + (page.get_attribute("#probe-chart", "src") or ""))
+    drawn = final.text()
+    assert final.headers["content-type"].startswith("image/svg+xml") and "<script" not in drawn
+    assert drawn.count('class="pending"') == 0 and drawn.count('class="hit"') >= 1  # every point judged
+    assert (
+        drawn.count('class="hit"')
+        + drawn.count('class="miss"')
+        + drawn.count('class="mixed"')
+        + drawn.count('class="undecided"')
+        == planned
+    )
 
     page.goto(f"{world.console}/decisions/{world.failed_id}/runs")
     kinds = page.locator("#run-list tbody tr td:nth-child(3)").all_inner_texts()
@@ -172,6 +184,23 @@ def test_a_finding_from_a_run_then_regress_suite_with_v46_passes_the_gate(
     assert page.input_value("#finding-decision") == world.failed_id and page.input_value("#finding-run")
     page.fill("#finding-name", "wrong-refund-console")
     page.fill("#finding-rule", "decision.tool_calls.exists(t, ")  # does not compile
+    page.wait_for_selector("#rule-status.problem", timeout=WAIT_MS)  # shown as it is typed, nothing sent
+    assert "does not compile" in page.inner_text("#rule-status")
+    assert "/findings/new?" in page.url  # still the form: nothing was submitted
+    page.fill("#finding-rule", 'decision.prompt_version == "v4.7" && decision.memory_bytes > 8192')
+    page.wait_for_selector("#rule-status.ok", timeout=WAIT_MS)
+    preview = page.inner_text("#rule-status")
+    assert "Compiles. Matches 1 of the 1 candidate(s)" in preview, preview
+    window = re.search(r"(\d+) of the (\d+) newest decisions of the last 24 h", preview)
+    assert window and 0 < int(window.group(2)) <= 50 and int(window.group(1)) <= int(window.group(2)), preview
+    examples = page.locator("#rule-matches a.rule-match")
+    assert examples.count() == min(10, int(window.group(1)))
+    assert all(
+        (examples.nth(i).get_attribute("href") or "").startswith("/console/decisions/dec_")
+        for i in range(examples.count())
+    )
+    page.fill("#finding-rule", "decision.tool_calls.exists(t, ")  # without the script: checked on submit
+    page.wait_for_selector("#rule-status.problem", timeout=WAIT_MS)
     page.click("#record-finding-submit")
     assert "does not compile" in page.inner_text("#problem")
     assert page.input_value("#finding-rule") == "decision.tool_calls.exists(t, "  # the form is kept
@@ -194,6 +223,13 @@ def test_a_finding_from_a_run_then_regress_suite_with_v46_passes_the_gate(
         "--model-callable consumers.demo.model:ScriptedSupportModel"
     )
     shot(page, "24-regress-gate")
+    page.goto(f"{world.console}/decisions/{world.failed_id}")  # the rule's previews read it through the gate
+    history = page.locator("#access-history tbody tr")
+    reads = [
+        (history.nth(i).locator("td").nth(4).inner_text(), history.nth(i).locator("td").nth(6).inner_text())
+        for i in range(history.count())
+    ]
+    assert any(a == "evaluate" and "rule preview" in d for a, d in reads), reads
 
 
 def test_a_regulator_cannot_spend_the_operators_model(world: ConsoleWorld, browser: Any) -> None:
@@ -236,8 +272,67 @@ def test_hostile_capture_content_stays_inert_on_the_investigation_pages(
     shot(page, "25-hostile-replay")
     state = page.inner_text("#job-state")
     text = page.locator("main").text_content() or ""
-    assert dialogs == [] and outside == [] and page.evaluate("document.scripts.length") == 0
+    assert dialogs == [] and outside == []
+    assert _scripts(page) <= {f"{world.console}/static/console.js"}  # no script but the console's own
     for selector in ("img", "iframe", "svg", "style", "[onerror]", "[onload]", "[href^='javascript:']"):
         assert page.locator(selector).count() == 0, selector
     # its rendered context is plain text, which no replay client sends verbatim: refused with the reason
     assert state == "failed" and "CaptureNotReplayable" in page.inner_text("#problem"), text[-2000:]
+
+
+def _scripts(page: Any) -> set[str]:
+    sources: list[str] = page.evaluate("Array.from(document.scripts, s => s.src)")
+    assert all(re.fullmatch(r"http://127\.0\.0\.1:\d+/console/static/[a-z]+\.js", s) for s in sources), (
+        sources
+    )
+    return set(sources)
+
+
+def test_the_rule_check_shows_hostile_text_as_text_and_only_the_consoles_script_runs(
+    world: ConsoleWorld, operator: Any
+) -> None:
+    page = operator.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    response = page.goto(f"{world.console}/findings/new?decision={world.hostile_id}")
+    assert response is not None
+    csp = dict(d.strip().split(" ", 1) for d in response.headers["content-security-policy"].split(";"))
+    assert csp["script-src"] == "'self'" and csp["connect-src"] == "'self'" and csp["default-src"] == "'none'"
+    assert _scripts(page) == {f"{world.console}/static/console.js"}
+    # markup in an error text (the compiler echoes the rule) is written as text: no element, no alert
+    hostile = '<img src=x onerror=alert("typed")><script>alert("typed")</script> ('
+    page.fill("#finding-rule", hostile)
+    page.wait_for_selector("#rule-status.problem", timeout=WAIT_MS)
+    assert page.locator("#rule-check img, #rule-check script").count() == 0
+    # the hostile capture itself evaluated by the preview (its content is in the rule's view)
+    page.fill("#finding-rule", 'decision.final_output.contains("<script>")')
+    page.wait_for_selector("#rule-status.ok", timeout=WAIT_MS)
+    assert "Matches 1 of the 1 candidate(s)" in page.inner_text("#rule-status")
+    page.wait_for_timeout(300)
+    assert dialogs == [] and page.locator("img, iframe, [onerror]").count() == 0
+    # a script the page did not come with never runs: an inline one is refused by the CSP
+    page.evaluate(
+        "() => { const s = document.createElement('script'); s.textContent = 'window.injected = 1';"
+        " document.body.appendChild(s); }"
+    )
+    assert page.evaluate("window.injected === undefined")
+
+
+def test_without_script_a_probe_page_refreshes_itself_to_its_boundary(
+    world: ConsoleWorld, browser: Any, operator_state: dict[str, Any]
+) -> None:
+    context = browser.new_context(storage_state=operator_state, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        polled: list[str] = []
+        page.on("request", lambda r: polled.append(r.url) if r.url.endswith("/status.json") else None)
+        page.goto(f"{world.console}/decisions/{world.failed_id}/investigate")
+        page.select_option("#probe-model", "demo-scripted")
+        page.fill("#sweep", "memory.truncate=0..16KB/4KB")
+        page.fill("#sweep2", "")
+        page.click("#start-probe")
+        page.wait_for_selector("#boundary", timeout=WAIT_MS)  # by the <noscript> refresh alone
+        assert polled == [] and page.locator("#probe-points tbody tr.point").count() == 5
+        assert page.locator("#probe-chart").count() == 1
+    finally:
+        context.close()

@@ -140,7 +140,9 @@ def test_the_result_page_shows_hostile_outputs_and_tool_names_as_text() -> None:
     job = JobView(job_id="job_1", owner="ann", decision_id="dec_1", label=HOSTILE, state="done", done=1,
                   total=1, position=None, result=view)  # fmt: skip
     body = bytes(html("replay_job.html", who=None, base="/console", job=job, result=view).body).decode()
-    assert not re.search(r"<(script|img|svg|iframe|style)\b", body)  # no element made from the content
+    # the page's one script is the console's own file; no element is made from the content
+    assert re.findall(r"<script\b[^>]*>", body) == ['<script src="/console/static/console.js" defer>']
+    assert not re.search(r"<(img|svg|iframe|style)\b", body.replace("<script src=", ""))
     assert not re.search(r"<[^>]*\s(onerror|onload)=", body) and 'href="javascript:' not in body
     assert "&lt;script&gt;alert(" in body and body.count("U+202E") >= 5  # shown as text, marks visible
 
@@ -159,3 +161,116 @@ def test_wait_returns_when_the_job_finishes_or_the_time_is_up() -> None:
     finally:
         release.set()
         jobs.close()
+
+
+def test_a_job_publishes_what_it_has_so_far_until_its_result() -> None:
+    jobs = ReplayJobs(workers=1)
+    published, release = threading.Event(), threading.Event()
+
+    def work(control: JobControl) -> str:
+        control.publish(("first point",))
+        published.set()
+        assert release.wait(10)
+        return "done"
+
+    try:
+        job = jobs.submit(owner="ann", decision_id="d", label="p", total=1, work=work)
+        assert published.wait(10)
+        running = jobs.view(job, owner="ann")
+        assert running is not None and running.partial == ("first point",) and running.result is None
+        release.set()
+        assert _wait(jobs, job, "ann", until="done").result == "done"
+    finally:
+        release.set()
+        jobs.close()
+
+
+def test_the_boundary_chart_draws_judged_points_and_leaves_the_rest_open() -> None:
+    from hostile import HOSTILE
+
+    from consumers.console.probe_chart import FILL, chart_layout
+    from consumers.console.search_jobs import PointView, ProbeChart
+    from consumers.console.web import svg
+
+    xs = tuple(f"memory.truncate={k}KB" for k in range(17))
+    chart = ProbeChart(xs=xs, series=("system_prompt=v4.7", HOSTILE))
+    judged = (
+        PointView(x=xs[0], series="system_prompt=v4.7", measure="0 B", runs=1, state="miss", column=0, row=0),
+        PointView(x=xs[9], series="system_prompt=v4.7", measure="9 KB", runs=1, state="hit", column=9, row=0),
+        PointView(x=xs[3], series=HOSTILE, measure="3 KB", runs=1, state="undecided", column=3, row=1),
+    )
+    layout = chart_layout(ProbeChart(xs=xs, series=chart.series, points=judged))
+    states = [c.state for c in layout.cells]
+    assert len(states) == 17 * 2 and states.count("pending") == 17 * 2 - 3
+    assert states[0] == "miss" and states[9] == "hit" and states[17 + 3] == "undecided"
+    assert layout.cells[9].fill == FILL["hit"] and (layout.done, layout.planned) == (3, 34)
+    assert layout.columns[0].text == "0KB" and layout.columns[-1].text == "16KB"  # the ends are labelled
+    body = bytes(svg("probe_chart.svg", c=layout).body).decode()
+    assert body.count("<rect ") == 34 + 5  # the cells and the legend's swatches
+    assert "<script" not in body and "&lt;" in body and "<style" not in body  # the hostile label is text
+
+
+def test_the_console_script_is_first_party_and_writes_text_only() -> None:
+    from consumers.console.web import CSP, static_file
+
+    found = static_file("console.js")
+    assert found is not None and found[1].startswith("text/javascript")
+    source = found[0].decode()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function("):
+        assert sink not in source, sink
+    assert "textContent" in source
+    directives = dict(d.strip().split(" ", 1) for d in CSP.split(";"))
+    assert directives["script-src"] == "'self'" and directives["connect-src"] == "'self'"
+    assert "unsafe" not in CSP and directives["default-src"] == "'none'"
+
+
+@pytest.mark.parametrize(
+    ("rule", "error"),
+    [
+        ("decision.tool_calls.exists(t, ", "does not compile"),
+        ("decison.prompt_version == 'v4.7'", "decison"),
+        ("   ", "empty"),
+    ],
+)
+def test_the_rule_check_names_the_compile_error_before_reading_anything(rule: str, error: str) -> None:
+    from consumers.console.finding_pages import rule_preview
+
+    # nothing is read for a rule that does not compile: no console, no session needed to answer
+    answer = rule_preview(None, None, rule=rule, candidates=["dec_1"])  # type: ignore[arg-type]
+    assert answer["ok"] is False and error in answer["error"], answer
+
+
+def test_a_request_diff_names_the_one_changed_range_and_the_recorded_part_holding_it() -> None:
+    from consumers.console.wire_diff import request_diff
+
+    recorded = '{"messages":[{"content":"prefers Celsius ☕"}],"model":"m"}'.encode()
+    start = recorded.index(b"Celsius")
+    spans = [{"part": "memory:mem_pref", "start": start - 8, "end": start + len("Celsius ☕".encode())}]
+    same = request_diff(1, recorded, recorded, spans)
+    assert same.identical and same.recorded_size == same.sent_size == len(recorded)
+
+    sent = recorded.replace(b"Celsius", b"Fahrenheit")
+    changed = request_diff(1, recorded, sent, spans)
+    assert not changed.identical and changed.parts == ("memory:mem_pref",)
+    assert recorded[: changed.start] == sent[: changed.start]  # every byte before, identical
+    assert recorded[changed.recorded_end :] == sent[changed.sent_end :]  # and after
+    assert changed.same_bytes == len(recorded) - (changed.recorded_end - changed.start)
+
+    elsewhere = request_diff(2, recorded, recorded.replace(b'"m"', b'"n"'), spans)
+    assert elsewhere.parts == () and elsewhere.sequence == 2  # outside every recorded part: said so
+
+
+def test_the_readmes_allow_list_entry_is_one_the_console_offers_by_name(tmp_path: Any) -> None:
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from consumers.console.model_choice import model_choices
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    (snippet,) = [b for b in re.findall(r"```toml\n(.*?)```", readme, flags=re.DOTALL) if "[[endpoint]]" in b]
+    path = tmp_path / "model_endpoints.toml"
+    path.write_text(snippet, encoding="utf-8")
+    console = SimpleNamespace(rt=SimpleNamespace(settings=SimpleNamespace(resolved_model_endpoints=path)))
+    choices = model_choices(console)  # type: ignore[arg-type]
+    assert list(choices) == ["vllm-eu", "demo-scripted"]
+    assert choices["vllm-eu"].described == "allow-listed endpoint https://vllm.eu.internal/v1"
