@@ -63,15 +63,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleWorld]:
     counterparty_ids = ids_of_user(data_dir, user)
 
     # the README's OIDC sign-in: an issuer and the console's client at it (its secret: a confidential client)
-    with running_idp() as idp, serving(
-        {
-            **env,
-            "BLACKBOX_OIDC_ISSUER": idp.url,
-            "BLACKBOX_OIDC_CLIENT_ID": CLIENT_ID,
-            "BLACKBOX_OIDC_CLIENT_SECRET": CLIENT_SECRET,
-        },
-        root / "serve.log",
-    ) as url:
+    with (
+        running_idp() as idp,
+        serving(
+            {
+                **env,
+                "BLACKBOX_OIDC_ISSUER": idp.url,
+                "BLACKBOX_OIDC_CLIENT_ID": CLIENT_ID,
+                "BLACKBOX_OIDC_CLIENT_SECRET": CLIENT_SECRET,
+            },
+            root / "serve.log",
+        ) as url,
+    ):
         yield ConsoleWorld(
             url=url,
             data_dir=data_dir,
