@@ -135,17 +135,33 @@ function captureToAvro(capture: Record<string, unknown>): Record<string, unknown
   return datum;
 }
 
+/** Where captures are written before their bytes are copied out: one buffer per thread, grown to
+ * the largest capture seen (avsc's `toBuffer` writes into 1 KB and so writes a larger value twice). */
+let scratch = Buffer.allocUnsafeSlow(64 * 1024);
+
 function encode(kind: Kind, datum: unknown): Buffer {
   const { type, header: head } = writer(kind);
-  let problem: string | undefined;
-  const valid = type.isValid(datum, {
-    noUndeclaredFields: true,
-    errorHook: (path: string[], value: unknown) => {
-      problem ??= `${path.join(".") || kind}: ${value === undefined ? "missing" : `invalid value ${JSON.stringify(value)?.slice(0, 80)}`}`;
-    },
-  });
-  if (!valid) throw new SerializationError(`cannot encode ${kind}: ${problem ?? "invalid"}`);
-  return Buffer.concat([head, type.toBuffer(datum)]);
+  if (!type.isValid(datum, { noUndeclaredFields: true })) {
+    // walk again with a hook only to name what is wrong (the hook slows every check down)
+    let problem: string | undefined;
+    type.isValid(datum, {
+      noUndeclaredFields: true,
+      errorHook: (path: string[], value: unknown) => {
+        problem ??= `${path.join(".") || kind}: ${value === undefined ? "missing" : `invalid value ${JSON.stringify(value)?.slice(0, 80)}`}`;
+      },
+    });
+    throw new SerializationError(`cannot encode ${kind}: ${problem ?? "invalid"}`);
+  }
+  let end = type.encode(datum, scratch, head.length);
+  if (end < 0) {
+    // too small: `-end` more bytes were needed
+    scratch = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, scratch.length - end));
+    end = type.encode(datum, scratch, head.length);
+  }
+  head.copy(scratch, 0);
+  const out = Buffer.allocUnsafe(end);
+  scratch.copy(out, 0, 0, end);
+  return out;
 }
 
 /** Single-object Avro bytes of a capture in JSON form (the Python codec's bytes for the same value). */

@@ -3,9 +3,8 @@
  * `producers/evidence/merkle.py`: one leaf per entry in `contextPosition` order, the leaf being the
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
-import { createHash } from "node:crypto";
 import { ContractError } from "./errors.js";
-import { canonicalJson, isPlainObject } from "./canonical.js";
+import { canonicalJson, isPlainObject, sha256Digest } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -25,9 +24,7 @@ const LEAF = Buffer.from([0]);
 const NODE = Buffer.from([1]);
 
 function sha256(...parts: Buffer[]): Buffer {
-  const hash = createHash("sha256");
-  for (const part of parts) hash.update(part);
-  return hash.digest();
+  return sha256Digest(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
 }
 
 /** The RFC 6962 Merkle tree hash of `leaves` (raw leaf data); 32 bytes. */

@@ -112,26 +112,32 @@ function pointerOf(parent: string, key: string | number): string {
 
 type Find = (text: string) => readonly Finding[];
 
-/** `value` with its strings redacted: new containers along changed paths, else `value` itself. */
-function redactJson(value: unknown, pointer: string, part: string, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
+/** `value` with its strings redacted: new containers along changed paths, else `value` itself.
+ * `at` makes its JSON pointer, called only when something is found. */
+function redactJson(value: unknown, at: () => string, part: string, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
   if (typeof value === "string") {
     const result = replace(value, find(value), placeholders);
     if (result === undefined) return value;
+    const pointer = at();
     for (const [start, end, kind, placeholder] of result.placed) out.push({ part, pointer, start, end, kind, placeholder });
     return result.text;
   }
   if (Array.isArray(value)) {
     let items: unknown[] | undefined;
-    value.forEach((item: unknown, index) => {
-      const changed = redactJson(item, pointerOf(pointer, index), part, find, placeholders, out);
+    for (let index = 0; index < value.length; index++) {
+      const item: unknown = value[index];
+      if (item === null || typeof item === "number" || typeof item === "boolean") continue;
+      const changed = redactJson(item, () => pointerOf(at(), index), part, find, placeholders, out);
       if (changed !== item) (items ??= [...value])[index] = changed;
-    });
+    }
     return items ?? value;
   }
   if (isPlainObject(value)) {
     let copy: Record<string, unknown> | undefined;
-    for (const [key, item] of Object.entries(value)) {
-      const changed = redactJson(item, pointerOf(pointer, key), part, find, placeholders, out);
+    for (const key in value) {
+      const item = value[key];
+      if (item === null || item === undefined || typeof item === "number" || typeof item === "boolean") continue;
+      const changed = redactJson(item, () => pointerOf(at(), key), part, find, placeholders, out);
       if (changed !== item) (copy ??= { ...value })[key] = changed;
     }
     return copy ?? value;
@@ -183,7 +189,7 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
       changes.push({ ref, content: result.text, spans: hasSpans ? remapSpans(ref.holder["spans"], result.edits) : undefined, hasSpans });
     } else {
       const found: Redacted[] = [];
-      const changed = redactJson(content, "", path, find, placeholders, found);
+      const changed = redactJson(content, () => "", path, find, placeholders, found);
       if (changed === content) continue;
       redactions.push(...found);
       changes.push({ ref, content: changed, spans: undefined, hasSpans: false });
