@@ -94,6 +94,30 @@ function memberName(key: string): string {
   return name;
 }
 
+/**
+ * RFC 8785 text of the plain object `value` as `member` writes its members (undefined: the member
+ * is left out); members that are null or undefined are left out. For views of a value (the
+ * manifest) written without building the view.
+ */
+export function objectText(value: Record<string, unknown>, member: (key: string, item: unknown) => string | undefined, path = ""): string {
+  const keys = Object.keys(value);
+  if (keys.length > 1) keys.sort();
+  let out = "{";
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    const item = value[key];
+    if (item === undefined || item === null) continue;
+    const text = member(key, item);
+    if (text === undefined) continue;
+    if (!key.isWellFormed()) throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(path, key));
+    if (first) first = false;
+    else out += ",";
+    out += memberName(key) + text;
+  }
+  return out + "}";
+}
+
 /** RFC 8785 canonical UTF-8 bytes of `value`; `ContractError` naming the member if it has none. */
 export function canonicalJson(value: unknown, options: { omitNulls?: boolean; path?: string } = {}): Buffer {
   return Buffer.from(canonicalText(value, options), "utf8");

@@ -4,7 +4,7 @@
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
 import { ContractError } from "./errors.js";
-import { canonicalJson, isPlainObject, sha256Digest } from "./canonical.js";
+import { canonicalText, isPlainObject, sha256Digest } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -65,10 +65,38 @@ export function positionOrder(entries: readonly unknown[]): number[] {
 
 /** Leaf bytes of the working set in `contextPosition` order. */
 export function workingSetLeaves(entries: readonly unknown[]): Buffer[] {
-  return positionOrder(entries).map((index) => {
+  return positionOrder(entries).map((index) => Buffer.from(leafText(entries, index), "utf8"));
+}
+
+function leafText(entries: readonly unknown[], index: number): string {
+  const entry = entries[index] as Record<string, unknown>;
+  const leaf: Record<string, unknown> = {};
+  for (const key of WORKING_SET_LEAF_KEYS) leaf[key] = entry[key] ?? null;
+  return canonicalText(leaf, { omitNulls: true, path: `${ENTRIES}[${index}]` });
+}
+
+const LEAF_KEY_SET: ReadonlySet<string> = new Set(WORKING_SET_LEAF_KEYS);
+
+/**
+ * The working-set root, `merkleRoot(workingSetLeaves(entries))`. `manifestForms` receives the leaf
+ * text of each entry that has no member but its leaf fields and its rendered content: the manifest
+ * (which drops the content) writes that entry as exactly this text.
+ */
+export function workingSetRoot(entries: readonly unknown[], manifestForms?: Map<object, string>): Buffer {
+  const order = positionOrder(entries);
+  if (order.length === 0) return sha256();
+  // a leaf hash is sha256(0x00 || leaf): U+0000 is that byte in UTF-8
+  let level = order.map((index) => {
+    const text = leafText(entries, index);
     const entry = entries[index] as Record<string, unknown>;
-    const leaf: Record<string, unknown> = {};
-    for (const key of WORKING_SET_LEAF_KEYS) leaf[key] = entry[key] ?? null;
-    return canonicalJson(leaf, { omitNulls: true, path: `${ENTRIES}[${index}]` });
+    if (manifestForms !== undefined && Object.keys(entry).every((key) => LEAF_KEY_SET.has(key) || key === "renderedContent")) manifestForms.set(entry, text);
+    return sha256Digest("\u0000" + text);
   });
+  while (level.length > 1) {
+    const next: Buffer[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) next.push(sha256(NODE, level[i]!, level[i + 1]!));
+    if (level.length % 2) next.push(level[level.length - 1]!);
+    level = next;
+  }
+  return level[0]!;
 }
