@@ -135,9 +135,9 @@ function captureToAvro(capture: Record<string, unknown>): Record<string, unknown
   return datum;
 }
 
-/** Where captures are written before their bytes are copied out: one buffer per thread, grown to
- * the largest capture seen (avsc's `toBuffer` writes into 1 KB and so writes a larger value twice). */
-let scratch = Buffer.allocUnsafeSlow(64 * 1024);
+/** The largest message written so far: each message gets a buffer of this size (avsc's `toBuffer`
+ * writes into 1 KB, and so writes a larger value twice, then copies it). */
+let capacity = 16 * 1024;
 
 function encode(kind: Kind, datum: unknown): Buffer {
   const { type, header: head } = writer(kind);
@@ -152,16 +152,16 @@ function encode(kind: Kind, datum: unknown): Buffer {
     });
     throw new SerializationError(`cannot encode ${kind}: ${problem ?? "invalid"}`);
   }
-  let end = type.encode(datum, scratch, head.length);
+  let out = Buffer.allocUnsafeSlow(capacity);
+  let end = type.encode(datum, out, head.length);
   if (end < 0) {
     // too small: `-end` more bytes were needed
-    scratch = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, scratch.length - end));
-    end = type.encode(datum, scratch, head.length);
+    capacity = out.length - end;
+    out = Buffer.allocUnsafeSlow(capacity);
+    end = type.encode(datum, out, head.length);
   }
-  head.copy(scratch, 0);
-  const out = Buffer.allocUnsafe(end);
-  scratch.copy(out, 0, 0, end);
-  return out;
+  head.copy(out, 0);
+  return out.subarray(0, end);
 }
 
 /** Single-object Avro bytes of a capture in JSON form (the Python codec's bytes for the same value). */

@@ -266,10 +266,33 @@ export function builtinDetectors(options: { phoneRegion?: string } = {}): Detect
   return [new EmailDetector(), new IbanDetector(), new CardDetector(), new IpDetector(), new PhoneDetector(options.phoneRegion ?? "US")];
 }
 
+const ANY_TRIGGER = new Map<string, RegExp>();
+
+/** A pattern matching wherever some detector's trigger does; undefined when a detector has none
+ * (or one with flags, which a union could not keep). */
+function anyTrigger(detectors: readonly Detector[]): RegExp | undefined {
+  let source = "";
+  for (const detector of detectors) {
+    const trigger = detector.trigger;
+    if (trigger === undefined || trigger.flags !== "") return undefined;
+    source += (source === "" ? "" : "|") + `(?:${trigger.source})`;
+  }
+  let any = ANY_TRIGGER.get(source);
+  if (any === undefined) {
+    any = new RegExp(source);
+    if (ANY_TRIGGER.size >= 64) ANY_TRIGGER.clear();
+    ANY_TRIGGER.set(source, any);
+  }
+  return any;
+}
+
 /** Every detector's findings, overlaps resolved: earliest first, then longest, then detector order. */
 export function findAll(text: string, detectors: readonly Detector[]): Finding[] {
   const candidates: [number, number, number, Finding][] = [];
-  const triggered = new Map<RegExp, boolean>(); // detectors share triggers: each is tested once
+  // one scan of the text for what every detector needs (most text has none of it), then each trigger once
+  const any = anyTrigger(detectors);
+  if (any !== undefined && !any.test(text)) return [];
+  const triggered = new Map<RegExp, boolean>();
   detectors.forEach((detector, rank) => {
     const trigger = detector.trigger;
     if (trigger !== undefined) {

@@ -163,6 +163,26 @@ function searched(ref: PartRef): boolean {
   return true;
 }
 
+/** Findings in recent configuration texts, by detector set and by the text itself (a changed text
+ * is another key): the system prompt and tool schema repeat in every capture of an agent. */
+const REPEATED = new WeakMap<readonly Detector[], Map<string, readonly Finding[]>>();
+const REPEATED_MAX = 1024;
+
+function repeatedFinder(detectors: readonly Detector[]): Find {
+  let known = REPEATED.get(detectors);
+  if (known === undefined) REPEATED.set(detectors, (known = new Map()));
+  const cache = known;
+  return (text) => {
+    let found = cache.get(text);
+    if (found === undefined) {
+      found = findAll(text, detectors);
+      if (cache.size >= REPEATED_MAX) cache.clear();
+      cache.set(text, found);
+    }
+    return found;
+  };
+}
+
 /** Redact every content part of `capture` in place (it is the recorder's own); undefined when nothing was found. */
 export function redactCapture(capture: Record<string, unknown>, detectors: readonly Detector[]): CaptureRedaction | undefined {
   const placeholders = new Placeholders();
@@ -174,14 +194,16 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
   // the configuration first: the same in every capture of an agent, so its placeholders are too
   const order = [...refs.keys()].sort((a, b) => Number(refs[a]!.field.section !== "agentConfiguration") - Number(refs[b]!.field.section !== "agentConfiguration") || a - b);
   const find: Find = (text) => findAll(text, detectors);
+  const findRepeated = repeatedFinder(detectors);
   const changes: { ref: PartRef; content: unknown; spans: unknown; hasSpans: boolean }[] = [];
   for (const index of order) {
     const ref = refs[index]!;
     const { field } = ref;
     const content = ref.holder[field.contentKey];
     const path = partPath(ref);
+    const findIn = field.section === "agentConfiguration" ? findRepeated : find;
     if (field.kind === "text") {
-      const result = replace(content as string, find(content as string), placeholders);
+      const result = replace(content as string, findIn(content as string), placeholders);
       if (result === undefined) continue;
       for (const [start, end, kind, placeholder] of result.placed) redactions.push({ part: path, pointer: "", start, end, kind, placeholder });
       const hasSpans = "spans" in ref.holder && (field.contentKey === "text" || field.contentKey === "requestBody");
@@ -189,7 +211,7 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
       changes.push({ ref, content: result.text, spans: hasSpans ? remapSpans(ref.holder["spans"], result.edits) : undefined, hasSpans });
     } else {
       const found: Redacted[] = [];
-      const changed = redactJson(content, () => "", path, find, placeholders, found);
+      const changed = redactJson(content, () => "", path, findIn, placeholders, found);
       if (changed === content) continue;
       redactions.push(...found);
       changes.push({ ref, content: changed, spans: undefined, hasSpans: false });
