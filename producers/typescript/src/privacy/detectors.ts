@@ -266,32 +266,27 @@ export function builtinDetectors(options: { phoneRegion?: string } = {}): Detect
   return [new EmailDetector(), new IbanDetector(), new CardDetector(), new IpDetector(), new PhoneDetector(options.phoneRegion ?? "US")];
 }
 
-const ANY_TRIGGER = new Map<string, RegExp>();
+const ANY_TRIGGER = new WeakMap<readonly Detector[], { readonly triggers: (RegExp | undefined)[]; readonly any: RegExp | undefined }>();
 
 /** A pattern matching wherever some detector's trigger does; undefined when a detector has none
- * (or one with flags, which a union could not keep). */
+ * (or one with flags, which a union could not keep). Made once per detector list (and again if
+ * the list's triggers changed). */
 function anyTrigger(detectors: readonly Detector[]): RegExp | undefined {
-  let source = "";
-  for (const detector of detectors) {
-    const trigger = detector.trigger;
-    if (trigger === undefined || trigger.flags !== "") return undefined;
-    source += (source === "" ? "" : "|") + `(?:${trigger.source})`;
-  }
-  let any = ANY_TRIGGER.get(source);
-  if (any === undefined) {
-    any = new RegExp(source);
-    if (ANY_TRIGGER.size >= 64) ANY_TRIGGER.clear();
-    ANY_TRIGGER.set(source, any);
-  }
+  const known = ANY_TRIGGER.get(detectors);
+  if (known !== undefined && known.triggers.length === detectors.length && known.triggers.every((trigger, i) => detectors[i]!.trigger === trigger)) return known.any;
+  const triggers = detectors.map((detector) => detector.trigger);
+  const usable = triggers.every((trigger) => trigger !== undefined && trigger.flags === "");
+  const any = usable ? new RegExp([...new Set(triggers.map((trigger) => `(?:${trigger!.source})`))].join("|")) : undefined;
+  ANY_TRIGGER.set(detectors, { triggers, any });
   return any;
 }
 
 /** Every detector's findings, overlaps resolved: earliest first, then longest, then detector order. */
 export function findAll(text: string, detectors: readonly Detector[]): Finding[] {
-  const candidates: [number, number, number, Finding][] = [];
   // one scan of the text for what every detector needs (most text has none of it), then each trigger once
   const any = anyTrigger(detectors);
   if (any !== undefined && !any.test(text)) return [];
+  const candidates: [number, number, number, Finding][] = [];
   const triggered = new Map<RegExp, boolean>();
   detectors.forEach((detector, rank) => {
     const trigger = detector.trigger;

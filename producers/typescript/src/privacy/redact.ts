@@ -113,12 +113,12 @@ function pointerOf(parent: string, key: string | number): string {
 type Find = (text: string) => readonly Finding[];
 
 /** `value` with its strings redacted: new containers along changed paths, else `value` itself.
- * `at` makes its JSON pointer, called only when something is found. */
-function redactJson(value: unknown, at: () => string, part: string, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
+ * `keys` is the way down to `value` (its JSON pointer is made only when something is found). */
+function redactJson(value: unknown, keys: (string | number)[], part: string, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
   if (typeof value === "string") {
     const result = replace(value, find(value), placeholders);
     if (result === undefined) return value;
-    const pointer = at();
+    const pointer = keys.reduce<string>((parent, key) => pointerOf(parent, key), "");
     for (const [start, end, kind, placeholder] of result.placed) out.push({ part, pointer, start, end, kind, placeholder });
     return result.text;
   }
@@ -127,7 +127,9 @@ function redactJson(value: unknown, at: () => string, part: string, find: Find, 
     for (let index = 0; index < value.length; index++) {
       const item: unknown = value[index];
       if (item === null || typeof item === "number" || typeof item === "boolean") continue;
-      const changed = redactJson(item, () => pointerOf(at(), index), part, find, placeholders, out);
+      keys.push(index);
+      const changed = redactJson(item, keys, part, find, placeholders, out);
+      keys.pop();
       if (changed !== item) (items ??= [...value])[index] = changed;
     }
     return items ?? value;
@@ -137,7 +139,9 @@ function redactJson(value: unknown, at: () => string, part: string, find: Find, 
     for (const key in value) {
       const item = value[key];
       if (item === null || item === undefined || typeof item === "number" || typeof item === "boolean") continue;
-      const changed = redactJson(item, () => pointerOf(at(), key), part, find, placeholders, out);
+      keys.push(key);
+      const changed = redactJson(item, keys, part, find, placeholders, out);
+      keys.pop();
       if (changed !== item) (copy ??= { ...value })[key] = changed;
     }
     return copy ?? value;
@@ -211,7 +215,7 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
       changes.push({ ref, content: result.text, spans: hasSpans ? remapSpans(ref.holder["spans"], result.edits) : undefined, hasSpans });
     } else {
       const found: Redacted[] = [];
-      const changed = redactJson(content, () => "", path, findIn, placeholders, found);
+      const changed = redactJson(content, [], path, findIn, placeholders, found);
       if (changed === content) continue;
       redactions.push(...found);
       changes.push({ ref, content: changed, spans: undefined, hasSpans: false });
