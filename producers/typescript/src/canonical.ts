@@ -162,8 +162,9 @@ export function jsonHash(value: unknown, path = ""): string {
  */
 export function copyJson(value: unknown, path = ""): unknown {
   try {
-    const walk: Walk = { pythonSafe: true };
-    const [copied, text] = copy(value, 0, walk);
+    const walk: Walk = { pythonSafe: true, text: "" };
+    const copied = copy(value, 0, walk);
+    const text = walk.text;
     // the copy is the decision's own and never changes: its RFC 8785 text is known from here on
     if (typeof copied === "object" && copied !== null) CANONICAL.set(copied, { canonical: text, pythonSafe: walk.pythonSafe, hash: undefined, python: undefined });
     return copied;
@@ -206,28 +207,36 @@ export function printsAlike(value: number): boolean {
   return Number.isFinite(value) && !Number.isInteger(value) && magnitude >= 1e-4 && magnitude < 1e16;
 }
 
+/** The state of one `copy` walk: `text` is the RFC 8785 text of the value `copy` last returned. */
 interface Walk {
   pythonSafe: boolean;
+  text: string;
 }
 
-/** [copy, its RFC 8785 text] in one walk. */
-function copy(value: unknown, depth: number, walk: Walk): [unknown, string] {
+/** A copy of `value`, its RFC 8785 text left in `walk.text` (one walk, no pair per value). */
+function copy(value: unknown, depth: number, walk: Walk): unknown {
   switch (typeof value) {
     case "string":
       if (!value.isWellFormed()) throw new Refused("a lone surrogate");
-      return [value, JSON.stringify(value)];
+      walk.text = JSON.stringify(value);
+      return value;
     case "number":
       if (!Number.isFinite(value)) throw new Refused(`${value} is not JSON`);
       if (walk.pythonSafe && !printsAlike(value)) walk.pythonSafe = false;
-      return [value, String(value)];
+      walk.text = String(value);
+      return value;
     case "boolean":
-      return [value, value ? "true" : "false"];
+      walk.text = value ? "true" : "false";
+      return value;
     case "object":
       break;
     default:
       throw new Refused(`${typeof value} is not JSON`);
   }
-  if (value === null) return [null, "null"];
+  if (value === null) {
+    walk.text = "null";
+    return null;
+  }
   if (depth >= MAX_DEPTH) throw new Refused("nested too deeply");
   if (Array.isArray(value)) {
     const out = new Array<unknown>(value.length);
@@ -235,11 +244,12 @@ function copy(value: unknown, depth: number, walk: Walk): [unknown, string] {
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
       if (item === undefined) throw new Refused("undefined is not JSON");
-      const [copied, inner] = copy(item, depth + 1, walk);
-      out[i] = copied;
-      text += (i > 0 ? "," : "") + inner;
+      out[i] = copy(item, depth + 1, walk);
+      if (i > 0) text += ",";
+      text += walk.text;
     }
-    return [out, text + "]"];
+    walk.text = text + "]";
+    return out;
   }
   if (!isPlainObject(value)) throw new Refused("not a plain object");
   const out: Record<string, unknown> = {};
@@ -249,11 +259,10 @@ function copy(value: unknown, depth: number, walk: Walk): [unknown, string] {
   for (const key in value) {
     const item = value[key];
     if (item === undefined) continue;
-    const [copied, inner] = copy(item, depth + 1, walk);
-    out[key] = copied;
+    out[key] = copy(item, depth + 1, walk);
     if (keys.length > 0 && !(keys[keys.length - 1]! < key)) sorted = false;
     keys.push(key);
-    texts.push(inner);
+    texts.push(walk.text);
   }
   // RFC 8785 orders members by UTF-16 code units, as `<` and the default sort compare strings
   let order: number[] | undefined;
@@ -264,7 +273,8 @@ function copy(value: unknown, depth: number, walk: Walk): [unknown, string] {
     if (j > 0) text += ",";
     text += memberName(keys[i]!) + texts[i]!;
   }
-  return [out, text + "}"];
+  walk.text = text + "}";
+  return out;
 }
 
 /** True for a well-formed `sha256:<64 lowercase hex>`. */

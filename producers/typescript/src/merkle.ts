@@ -4,7 +4,7 @@
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
 import { ContractError } from "./errors.js";
-import { canonicalText, isPlainObject, sha256Digest } from "./canonical.js";
+import { canonicalText, isPlainObject, objectText, sha256Digest } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -68,14 +68,13 @@ export function workingSetLeaves(entries: readonly unknown[]): Buffer[] {
   return positionOrder(entries).map((index) => Buffer.from(leafText(entries, index), "utf8"));
 }
 
-function leafText(entries: readonly unknown[], index: number): string {
-  const entry = entries[index] as Record<string, unknown>;
-  const leaf: Record<string, unknown> = {};
-  for (const key of WORKING_SET_LEAF_KEYS) leaf[key] = entry[key] ?? null;
-  return canonicalText(leaf, { omitNulls: true, path: `${ENTRIES}[${index}]` });
-}
-
 const LEAF_KEY_SET: ReadonlySet<string> = new Set(WORKING_SET_LEAF_KEYS);
+
+/** The entry's leaf fields (nulls omitted) as RFC 8785 text, written from the entry itself. */
+function leafText(entries: readonly unknown[], index: number): string {
+  const path = `${ENTRIES}[${index}]`;
+  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalText(item, { omitNulls: true, path: `${path}.${key}` }) : undefined), path);
+}
 
 /**
  * The working-set root, `merkleRoot(workingSetLeaves(entries))`. `manifestForms` receives the leaf
