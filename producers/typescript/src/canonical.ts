@@ -152,7 +152,7 @@ export function textHash(text: string, path = ""): string {
 export function jsonHash(value: unknown, path = ""): string {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
   if (known === undefined) return HASH_PREFIX + sha256Hex(canonicalText(value, { path }));
-  return (known.hash ??= HASH_PREFIX + sha256Hex(known.canonical));
+  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= canonicalText(value, { path }))));
 }
 
 /**
@@ -162,11 +162,10 @@ export function jsonHash(value: unknown, path = ""): string {
  */
 export function copyJson(value: unknown, path = ""): unknown {
   try {
-    const walk: Walk = { pythonSafe: true, text: "" };
+    const walk: Walk = { pythonSafe: true };
     const copied = copy(value, 0, walk);
-    const text = walk.text;
-    // the copy is the decision's own and never changes: its RFC 8785 text is known from here on
-    if (typeof copied === "object" && copied !== null) CANONICAL.set(copied, { canonical: text, pythonSafe: walk.pythonSafe, hash: undefined, python: undefined });
+    // the copy is the decision's own and never changes: what is learnt of it is kept by identity
+    if (typeof copied === "object" && copied !== null) CANONICAL.set(copied, { canonical: undefined, pythonSafe: walk.pythonSafe, hash: undefined, python: undefined });
     return copied;
   } catch (error) {
     if (!(error instanceof Refused)) throw error;
@@ -175,9 +174,13 @@ export function copyJson(value: unknown, path = ""): unknown {
   }
 }
 
-/** What is known of a JSON value `copyJson` made (by identity: those objects are never mutated). */
+/**
+ * What is known of a JSON value `copyJson` made (by identity: those objects are never mutated).
+ * Its texts are made when first asked for, on the recorder's turn: a decision waiting in the
+ * queue holds only its copy (long-lived text would be copied by every young-generation GC).
+ */
 interface Known {
-  readonly canonical: string;
+  canonical: string | undefined;
   /** every number in it prints alike in JavaScript and Python, so `JSON.stringify` is the Python codec's text */
   readonly pythonSafe: boolean;
   hash: string | undefined;
@@ -186,9 +189,11 @@ interface Known {
 
 const CANONICAL = new WeakMap<object, Known>();
 
-/** The RFC 8785 text `copyJson` already made for this very object, if any. */
+/** The RFC 8785 text of an object `copyJson` made (made once), if it is one. */
 export function knownCanonical(value: unknown): string | undefined {
-  return typeof value === "object" && value !== null ? CANONICAL.get(value)?.canonical : undefined;
+  const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
+  if (known === undefined) return undefined;
+  return (known.canonical ??= canonicalText(value));
 }
 
 /** The Python codec's JSON text of an object `copyJson` made whose numbers all print alike in
@@ -207,73 +212,46 @@ export function printsAlike(value: number): boolean {
   return Number.isFinite(value) && !Number.isInteger(value) && magnitude >= 1e-4 && magnitude < 1e16;
 }
 
-/** The state of one `copy` walk: `text` is the RFC 8785 text of the value `copy` last returned. */
 interface Walk {
   pythonSafe: boolean;
-  text: string;
 }
 
-/** A copy of `value`, its RFC 8785 text left in `walk.text` (one walk, no pair per value). */
+/** A checked copy of `value` (refusing what has no RFC 8785 form). */
 function copy(value: unknown, depth: number, walk: Walk): unknown {
   switch (typeof value) {
     case "string":
       if (!value.isWellFormed()) throw new Refused("a lone surrogate");
-      walk.text = JSON.stringify(value);
       return value;
     case "number":
       if (!Number.isFinite(value)) throw new Refused(`${value} is not JSON`);
       if (walk.pythonSafe && !printsAlike(value)) walk.pythonSafe = false;
-      walk.text = String(value);
       return value;
     case "boolean":
-      walk.text = value ? "true" : "false";
       return value;
     case "object":
       break;
     default:
       throw new Refused(`${typeof value} is not JSON`);
   }
-  if (value === null) {
-    walk.text = "null";
-    return null;
-  }
+  if (value === null) return null;
   if (depth >= MAX_DEPTH) throw new Refused("nested too deeply");
   if (Array.isArray(value)) {
     const out = new Array<unknown>(value.length);
-    let text = "[";
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
       if (item === undefined) throw new Refused("undefined is not JSON");
       out[i] = copy(item, depth + 1, walk);
-      if (i > 0) text += ",";
-      text += walk.text;
     }
-    walk.text = text + "]";
     return out;
   }
   if (!isPlainObject(value)) throw new Refused("not a plain object");
   const out: Record<string, unknown> = {};
-  const keys: string[] = [];
-  const texts: string[] = [];
-  let sorted = true;
   for (const key in value) {
     const item = value[key];
     if (item === undefined) continue;
+    if (!key.isWellFormed()) throw new Refused("a key with a lone surrogate");
     out[key] = copy(item, depth + 1, walk);
-    if (keys.length > 0 && !(keys[keys.length - 1]! < key)) sorted = false;
-    keys.push(key);
-    texts.push(walk.text);
   }
-  // RFC 8785 orders members by UTF-16 code units, as `<` and the default sort compare strings
-  let order: number[] | undefined;
-  if (!sorted) order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1));
-  let text = "{";
-  for (let j = 0; j < keys.length; j++) {
-    const i = order === undefined ? j : order[j]!;
-    if (j > 0) text += ",";
-    text += memberName(keys[i]!) + texts[i]!;
-  }
-  walk.text = text + "}";
   return out;
 }
 
