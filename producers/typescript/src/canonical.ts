@@ -34,6 +34,17 @@ export function canonicalText(value: unknown, options: { omitNulls?: boolean; pa
   }
 }
 
+/** `canonicalText(value, { omitNulls, path: path() })`, the path made only if `value` is refused
+ * (for writers of many small members: the manifest, Merkle leaves). */
+export function canonicalMember(value: unknown, omitNulls: boolean, path: () => string): string {
+  try {
+    return fast(value, omitNulls, 0);
+  } catch (error) {
+    if (!(error instanceof Refused)) throw error;
+    return canonicalText(value, { omitNulls, path: path() });
+  }
+}
+
 class Refused extends Error {}
 
 /** `write` without paths (the hot path); throws `Refused` where `write` names the member. */
@@ -99,7 +110,7 @@ function memberName(key: string): string {
  * is left out); members that are null or undefined are left out. For views of a value (the
  * manifest) written without building the view.
  */
-export function objectText(value: Record<string, unknown>, member: (key: string, item: unknown) => string | undefined, path = ""): string {
+export function objectText(value: Record<string, unknown>, member: (key: string, item: unknown) => string | undefined, path: string | (() => string) = ""): string {
   const keys = Object.keys(value);
   if (keys.length > 1) keys.sort();
   let out = "{";
@@ -110,7 +121,7 @@ export function objectText(value: Record<string, unknown>, member: (key: string,
     if (item === undefined || item === null) continue;
     const text = member(key, item);
     if (text === undefined) continue;
-    if (!key.isWellFormed()) throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(path, key));
+    if (!key.isWellFormed()) throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(typeof path === "string" ? path : path(), key));
     if (first) first = false;
     else out += ",";
     out += memberName(key) + text;

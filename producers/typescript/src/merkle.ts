@@ -4,7 +4,7 @@
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
 import { ContractError } from "./errors.js";
-import { canonicalText, isPlainObject, objectText, sha256Digest } from "./canonical.js";
+import { canonicalMember, isPlainObject, objectText, sha256Digest } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -72,8 +72,8 @@ const LEAF_KEY_SET: ReadonlySet<string> = new Set(WORKING_SET_LEAF_KEYS);
 
 /** The entry's leaf fields (nulls omitted) as RFC 8785 text, written from the entry itself. */
 function leafText(entries: readonly unknown[], index: number): string {
-  const path = `${ENTRIES}[${index}]`;
-  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalText(item, { omitNulls: true, path: `${path}.${key}` }) : undefined), path);
+  const path = (): string => `${ENTRIES}[${index}]`;
+  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalMember(item, true, () => `${path()}.${key}`) : undefined), path);
 }
 
 /**

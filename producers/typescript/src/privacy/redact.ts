@@ -160,10 +160,19 @@ export interface CaptureRedaction {
   readonly originalSpans: Record<string, unknown>;
 }
 
+const ENCODING_KEYS = new Map<string, string>();
+
+/** `<contentKey>Encoding`, the member that says a text part is base64 (made once per key). */
+function encodingKey(contentKey: string): string {
+  let key = ENCODING_KEYS.get(contentKey);
+  if (key === undefined) ENCODING_KEYS.set(contentKey, (key = `${contentKey}Encoding`));
+  return key;
+}
+
 function searched(ref: PartRef): boolean {
   const content = ref.holder[ref.field.contentKey];
   if (content === null || content === undefined || ref.field.contentKey === "sealedOriginal") return false;
-  if (ref.field.kind === "text") return typeof content === "string" && ref.holder[`${ref.field.contentKey}Encoding`] !== "base64";
+  if (ref.field.kind === "text") return typeof content === "string" && ref.holder[encodingKey(ref.field.contentKey)] !== "base64";
   return true;
 }
 
