@@ -66,6 +66,10 @@ function fast(value: unknown, omit: boolean, depth: number): string {
   if (value === null) return "null";
   if (depth >= MAX_DEPTH) throw new Refused("nested too deeply");
   if (Array.isArray(value)) {
+    // a list of atoms (strings, finite numbers, booleans, null) is JSON.stringify's text exactly
+    let atoms = true;
+    for (let i = 0; i < value.length && atoms; i++) atoms = isAtom(value[i], false);
+    if (atoms) return JSON.stringify(value);
     let out = "[";
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
@@ -77,6 +81,13 @@ function fast(value: unknown, omit: boolean, depth: number): string {
   }
   if (!isPlainObject(value)) throw new Refused("not a plain object");
   const keys = Object.keys(value);
+  // so is an object of atoms whose keys are already in RFC 8785 order (JSON.stringify keeps key order)
+  let atoms = true;
+  for (let i = 0; i < keys.length && atoms; i++) {
+    const key = keys[i]!;
+    atoms = key.isWellFormed() && (i === 0 || keys[i - 1]! < key) && (value[key] === undefined || isAtom(value[key], omit));
+  }
+  if (atoms) return JSON.stringify(value);
   if (keys.length > 1) keys.sort();
   let out = "{";
   let first = true;
@@ -89,6 +100,23 @@ function fast(value: unknown, omit: boolean, depth: number): string {
     out += memberName(key) + fast(item, omit, depth + 1);
   }
   return out + "}";
+}
+
+/** True for a value whose RFC 8785 text is `JSON.stringify`'s: a well-formed string, a finite
+ * number, a boolean, or null (unless nulls are omitted). */
+function isAtom(value: unknown, omitNulls: boolean): boolean {
+  switch (typeof value) {
+    case "string":
+      return value.isWellFormed();
+    case "number":
+      return Number.isFinite(value);
+    case "boolean":
+      return true;
+    case "object":
+      return value === null && !omitNulls;
+    default:
+      return false;
+  }
 }
 
 /** `"key":` for the member names captures repeat (a bounded memo: arbitrary JSON can't grow it). */
