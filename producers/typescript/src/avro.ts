@@ -40,9 +40,13 @@ export function fingerprint(canonicalForm: string): Buffer {
 interface Writer {
   readonly type: avro.Type;
   readonly header: Buffer;
+  /** The buffer each message of this kind is written into: a quarter more than the last one
+   * (avsc's `toBuffer` writes into 1 KB, and so writes a larger value twice, then copies it). */
+  capacity: number;
 }
 
 const writers = new Map<Kind, Writer>();
+const MIN_CAPACITY = 1024;
 
 function writer(kind: Kind): Writer {
   let found = writers.get(kind);
@@ -51,7 +55,7 @@ function writer(kind: Kind): Writer {
     const schema = JSON.parse(readFileSync(url, "utf8")) as avro.Schema;
     const type = avro.Type.forSchema(schema, { wrapUnions: "auto" });
     // avsc's schema() without attributes is the Parsing Canonical Form the fingerprint is over
-    found = { type, header: Buffer.concat([MAGIC, fingerprint(JSON.stringify(type.schema()))]) };
+    found = { type, header: Buffer.concat([MAGIC, fingerprint(JSON.stringify(type.schema()))]), capacity: MIN_CAPACITY };
     writers.set(kind, found);
   }
   return found;
@@ -135,17 +139,35 @@ function captureToAvro(capture: Record<string, unknown>): Record<string, unknown
   return datum;
 }
 
+
 function encode(kind: Kind, datum: unknown): Buffer {
-  const { type, header: head } = writer(kind);
-  let problem: string | undefined;
-  const valid = type.isValid(datum, {
-    noUndeclaredFields: true,
-    errorHook: (path: string[], value: unknown) => {
-      problem ??= `${path.join(".") || kind}: ${value === undefined ? "missing" : `invalid value ${JSON.stringify(value)?.slice(0, 80)}`}`;
-    },
-  });
-  if (!valid) throw new SerializationError(`cannot encode ${kind}: ${problem ?? "invalid"}`);
-  return Buffer.concat([head, type.toBuffer(datum)]);
+  const found = writer(kind);
+  const { type, header: head } = found;
+  if (!type.isValid(datum, { noUndeclaredFields: true })) {
+    // walk again with a hook only to name what is wrong (the hook slows every check down)
+    let problem: string | undefined;
+    type.isValid(datum, {
+      noUndeclaredFields: true,
+      errorHook: (path: string[], value: unknown) => {
+        problem ??= `${path.join(".") || kind}: ${value === undefined ? "missing" : `invalid value ${JSON.stringify(value)?.slice(0, 80)}`}`;
+      },
+    });
+    throw new SerializationError(`cannot encode ${kind}: ${problem ?? "invalid"}`);
+  }
+  let out = Buffer.allocUnsafeSlow(found.capacity);
+  let end = type.encode(datum, out, head.length);
+  if (end < 0) {
+    // too small: `-end` more bytes were needed
+    out = Buffer.allocUnsafeSlow(out.length - end);
+    end = type.encode(datum, out, head.length);
+  }
+  head.copy(out, 0);
+  found.capacity = Math.max(MIN_CAPACITY, Math.ceil(end * 1.25));
+  // a message far smaller than its buffer gets bytes of its own (a queued message must not hold a big buffer)
+  if (end * 2 >= out.length) return out.subarray(0, end);
+  const own = Buffer.allocUnsafeSlow(end); // never a slice of Node's shared pool (a sealing thread moves it)
+  out.copy(own, 0, 0, end);
+  return own;
 }
 
 /** Single-object Avro bytes of a capture in JSON form (the Python codec's bytes for the same value). */

@@ -11,7 +11,7 @@
  * JSON atom (a `Date`, a `Map`, a class instance: convert it first, nothing is guessed).
  * An object member whose value is `undefined` is absent, as in `JSON.stringify`.
  */
-import { createHash } from "node:crypto";
+import * as crypto from "node:crypto";
 import { ContractError } from "./errors.js";
 
 export const HASH_PREFIX = "sha256:";
@@ -31,6 +31,17 @@ export function canonicalText(value: unknown, options: { omitNulls?: boolean; pa
     // the fast walk keeps no paths; walk again, keeping them, to name the member (and say why)
     write(value, omit, options.path ?? "", 0);
     throw new ContractError(error.message, options.path ?? "");
+  }
+}
+
+/** `canonicalText(value, { omitNulls, path: path() })`, the path made only if `value` is refused
+ * (for writers of many small members: the manifest, Merkle leaves). */
+export function canonicalMember(value: unknown, omitNulls: boolean, path: () => string): string {
+  try {
+    return fast(value, omitNulls, 0);
+  } catch (error) {
+    if (!(error instanceof Refused)) throw error;
+    return canonicalText(value, { omitNulls, path: path() });
   }
 }
 
@@ -55,22 +66,93 @@ function fast(value: unknown, omit: boolean, depth: number): string {
   if (value === null) return "null";
   if (depth >= MAX_DEPTH) throw new Refused("nested too deeply");
   if (Array.isArray(value)) {
+    // a list of atoms (strings, finite numbers, booleans, null) is JSON.stringify's text exactly
+    let atoms = true;
+    for (let i = 0; i < value.length && atoms; i++) atoms = isAtom(value[i], false);
+    if (atoms) return JSON.stringify(value);
     let out = "[";
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
       if (item === undefined) throw new Refused("undefined is not JSON");
-      out += (i > 0 ? "," : "") + fast(item, omit, depth + 1);
+      if (i > 0) out += ",";
+      out += fast(item, omit, depth + 1);
     }
     return out + "]";
   }
   if (!isPlainObject(value)) throw new Refused("not a plain object");
-  const keys = Object.keys(value).sort();
+  const keys = Object.keys(value);
+  // so is an object of atoms whose keys are already in RFC 8785 order (JSON.stringify keeps key order)
+  let atoms = true;
+  for (let i = 0; i < keys.length && atoms; i++) {
+    const key = keys[i]!;
+    atoms = key.isWellFormed() && (i === 0 || keys[i - 1]! < key) && (value[key] === undefined || isAtom(value[key], omit));
+  }
+  if (atoms) return JSON.stringify(value);
+  if (keys.length > 1) keys.sort();
   let out = "{";
-  for (const key of keys) {
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
     const item = value[key];
     if (item === undefined || (omit && item === null)) continue;
+    if (first) first = false;
+    else out += ",";
+    out += memberName(key) + fast(item, omit, depth + 1);
+  }
+  return out + "}";
+}
+
+/** True for a value whose RFC 8785 text is `JSON.stringify`'s: a well-formed string, a finite
+ * number, a boolean, or null (unless nulls are omitted). */
+function isAtom(value: unknown, omitNulls: boolean): boolean {
+  switch (typeof value) {
+    case "string":
+      return value.isWellFormed();
+    case "number":
+      return Number.isFinite(value);
+    case "boolean":
+      return true;
+    case "object":
+      return value === null && !omitNulls;
+    default:
+      return false;
+  }
+}
+
+/** `"key":` for the member names captures repeat (a bounded memo: arbitrary JSON can't grow it). */
+const NAMES = new Map<string, string>();
+const NAMES_MAX = 1024;
+
+function memberName(key: string): string {
+  let name = NAMES.get(key);
+  if (name === undefined) {
     if (!key.isWellFormed()) throw new Refused("a key with a lone surrogate");
-    out += (out.length > 1 ? "," : "") + JSON.stringify(key) + ":" + fast(item, omit, depth + 1);
+    name = JSON.stringify(key) + ":";
+    if (NAMES.size < NAMES_MAX) NAMES.set(key, name);
+  }
+  return name;
+}
+
+/**
+ * RFC 8785 text of the plain object `value` as `member` writes its members (undefined: the member
+ * is left out); members that are null or undefined are left out. For views of a value (the
+ * manifest) written without building the view.
+ */
+export function objectText(value: Record<string, unknown>, member: (key: string, item: unknown) => string | undefined, path: string | (() => string) = ""): string {
+  const keys = Object.keys(value);
+  if (keys.length > 1) keys.sort();
+  let out = "{";
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    const item = value[key];
+    if (item === undefined || item === null) continue;
+    const text = member(key, item);
+    if (text === undefined) continue;
+    if (!key.isWellFormed()) throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(typeof path === "string" ? path : path(), key));
+    if (first) first = false;
+    else out += ",";
+    out += memberName(key) + text;
   }
   return out + "}";
 }
@@ -80,20 +162,36 @@ export function canonicalJson(value: unknown, options: { omitNulls?: boolean; pa
   return Buffer.from(canonicalText(value, options), "utf8");
 }
 
+// `crypto.hash` (Node >= 20.12) hashes in one call without a Hash object: several times cheaper
+// for the small inputs a capture is made of (part hashes, Merkle nodes)
+const oneShot = typeof crypto.hash === "function" ? crypto.hash : undefined;
+
+/** hex(sha256(data)); a string is hashed as its UTF-8 bytes. */
+export function sha256Hex(data: Buffer | string): string {
+  return oneShot !== undefined ? oneShot("sha256", data, "hex") : crypto.createHash("sha256").update(data).digest("hex");
+}
+
+/** sha256(data), 32 bytes; a string is hashed as its UTF-8 bytes. */
+export function sha256Digest(data: Buffer | string): Buffer {
+  return oneShot !== undefined ? oneShot("sha256", data, "buffer") : crypto.createHash("sha256").update(data).digest();
+}
+
 /** `"sha256:" + hex(sha256(data))`. */
 export function contentHash(data: Buffer | string): string {
-  return HASH_PREFIX + createHash("sha256").update(data).digest("hex");
+  return HASH_PREFIX + sha256Hex(data);
 }
 
 /** Hash of a text part: its UTF-8 bytes exactly as given (a lone surrogate is refused). */
 export function textHash(text: string, path = ""): string {
   if (!text.isWellFormed()) throw new ContractError("not valid Unicode text (a lone surrogate)", path);
-  return HASH_PREFIX + createHash("sha256").update(text, "utf8").digest("hex");
+  return HASH_PREFIX + sha256Hex(text);
 }
 
-/** Hash of a JSON part: its RFC 8785 bytes. */
+/** Hash of a JSON part: its RFC 8785 bytes (computed once for a value `copyJson` made). */
 export function jsonHash(value: unknown, path = ""): string {
-  return HASH_PREFIX + createHash("sha256").update(canonicalText(value, { path }), "utf8").digest("hex");
+  const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
+  if (known === undefined) return HASH_PREFIX + sha256Hex(canonicalText(value, { path }));
+  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= canonicalText(value, { path }))));
 }
 
 /**
@@ -103,9 +201,10 @@ export function jsonHash(value: unknown, path = ""): string {
  */
 export function copyJson(value: unknown, path = ""): unknown {
   try {
-    const [copied, text] = copy(value, 0);
-    // the copy is the decision's own and never changes: its RFC 8785 text is known from here on
-    if (typeof copied === "object" && copied !== null) CANONICAL.set(copied, text);
+    const walk: Walk = { pythonSafe: true };
+    const copied = copy(value, 0, walk);
+    // the copy is the decision's own and never changes: what is learnt of it is kept by identity
+    if (typeof copied === "object" && copied !== null) CANONICAL.set(copied, { canonical: undefined, pythonSafe: walk.pythonSafe, hash: undefined, python: undefined });
     return copied;
   } catch (error) {
     if (!(error instanceof Refused)) throw error;
@@ -114,59 +213,88 @@ export function copyJson(value: unknown, path = ""): unknown {
   }
 }
 
-/** RFC 8785 text of the JSON values `copyJson` made (by identity: those objects are never mutated). */
-const CANONICAL = new WeakMap<object, string>();
-
-/** The RFC 8785 text `copyJson` already made for this very object, if any. */
-export function knownCanonical(value: unknown): string | undefined {
-  return typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
+/**
+ * What is known of a JSON value `copyJson` made (by identity: those objects are never mutated).
+ * Its texts are made when first asked for, on the recorder's turn: a decision waiting in the
+ * queue holds only its copy (long-lived text would be copied by every young-generation GC).
+ */
+interface Known {
+  canonical: string | undefined;
+  /** every number in it prints alike in JavaScript and Python, so `JSON.stringify` is the Python codec's text */
+  readonly pythonSafe: boolean;
+  hash: string | undefined;
+  python: string | undefined;
 }
 
-/** [copy, its RFC 8785 text] in one walk. */
-function copy(value: unknown, depth: number): [unknown, string] {
+const CANONICAL = new WeakMap<object, Known>();
+
+/** The RFC 8785 text of an object `copyJson` made (made once), if it is one. */
+export function knownCanonical(value: unknown): string | undefined {
+  const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
+  if (known === undefined) return undefined;
+  return (known.canonical ??= canonicalText(value));
+}
+
+/** The Python codec's JSON text of an object `copyJson` made whose numbers all print alike in
+ * JavaScript and Python (then it is `JSON.stringify`'s, made once), else undefined. */
+export function knownPythonText(value: unknown): string | undefined {
+  const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
+  if (known === undefined || !known.pythonSafe) return undefined;
+  return (known.python ??= JSON.stringify(value));
+}
+
+/** True when JavaScript's and Python's `json` write this number alike (an int in range, or a
+ * non-integral double that neither writes with an exponent). */
+export function printsAlike(value: number): boolean {
+  if (Number.isSafeInteger(value)) return !Object.is(value, -0);
+  const magnitude = Math.abs(value);
+  return Number.isFinite(value) && !Number.isInteger(value) && magnitude >= 1e-4 && magnitude < 1e16;
+}
+
+interface Walk {
+  pythonSafe: boolean;
+}
+
+/** A checked copy of `value` (refusing what has no RFC 8785 form). */
+function copy(value: unknown, depth: number, walk: Walk): unknown {
   switch (typeof value) {
     case "string":
       if (!value.isWellFormed()) throw new Refused("a lone surrogate");
-      return [value, JSON.stringify(value)];
+      return value;
     case "number":
       if (!Number.isFinite(value)) throw new Refused(`${value} is not JSON`);
-      return [value, String(value)];
+      if (walk.pythonSafe && !printsAlike(value)) walk.pythonSafe = false;
+      return value;
     case "boolean":
-      return [value, value ? "true" : "false"];
+      return value;
     case "object":
       break;
     default:
       throw new Refused(`${typeof value} is not JSON`);
   }
-  if (value === null) return [null, "null"];
+  if (value === null) return null;
   if (depth >= MAX_DEPTH) throw new Refused("nested too deeply");
   if (Array.isArray(value)) {
     const out = new Array<unknown>(value.length);
-    let text = "[";
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
       if (item === undefined) throw new Refused("undefined is not JSON");
-      const [copied, inner] = copy(item, depth + 1);
-      out[i] = copied;
-      text += (i > 0 ? "," : "") + inner;
+      out[i] = copy(item, depth + 1, walk);
     }
-    return [out, text + "]"];
+    return out;
   }
   if (!isPlainObject(value)) throw new Refused("not a plain object");
   const out: Record<string, unknown> = {};
-  const texts = new Map<string, string>();
   for (const key in value) {
     const item = value[key];
     if (item === undefined) continue;
     if (!key.isWellFormed()) throw new Refused("a key with a lone surrogate");
-    const [copied, inner] = copy(item, depth + 1);
-    out[key] = copied;
-    texts.set(key, inner);
+    out[key] = copy(item, depth + 1, walk);
   }
-  let text = "{";
-  for (const key of [...texts.keys()].sort()) text += (text.length > 1 ? "," : "") + JSON.stringify(key) + ":" + texts.get(key)!;
-  return [out, text + "}"];
-}/** True for a well-formed `sha256:<64 lowercase hex>`. */
+  return out;
+}
+
+/** True for a well-formed `sha256:<64 lowercase hex>`. */
 export function isHash(value: unknown): value is string {
   return typeof value === "string" && /^sha256:[0-9a-f]{64}$/.test(value);
 }

@@ -23,13 +23,22 @@ function escape(text: string): string {
   return JSON.stringify(text).slice(1, -1);
 }
 
+/** The last system prompt escaped (it is the same in every decision of an agent). */
+let lastPrompt: { readonly text: string; readonly escaped: string; readonly size: number } | undefined;
+
 export function renderChatContext(systemPrompt: string, memory: readonly [string, string][], userMessage: string): { text: string; spans: ContextSpan[] } {
   const pieces = [HEAD];
   const spans: ContextSpan[] = [];
   let at = HEAD.length;
   const add = (part: string, text: string): void => {
-    const escaped = escape(text);
-    const size = Buffer.byteLength(escaped, "utf8");
+    let escaped: string;
+    let size: number;
+    if (part === "system_prompt" && lastPrompt !== undefined && lastPrompt.text === text) ({ escaped, size } = lastPrompt);
+    else {
+      escaped = escape(text);
+      size = Buffer.byteLength(escaped, "utf8");
+      if (part === "system_prompt") lastPrompt = { text, escaped, size };
+    }
     pieces.push(escaped);
     spans.push({ part, start: at, end: at + size, encoding: "json-string" });
     at += size;

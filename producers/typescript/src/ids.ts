@@ -1,5 +1,5 @@
 /** Decision ids (`dec_` + a ULID, as the Python SDK makes them) and timestamps (ISO-8601, ms, `Z`). */
-import { randomBytes } from "node:crypto";
+import { randomFillSync } from "node:crypto";
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
@@ -7,10 +7,24 @@ export function newDecisionId(ms: number = Date.now()): string {
   let time = "";
   for (let shift = 45; shift >= 0; shift -= 5) time += CROCKFORD[Math.floor(ms / 2 ** shift) & 31];
   let random = "";
-  for (const byte of randomBytes(16)) random += CROCKFORD[byte & 31];
+  const at = take16();
+  for (let i = at; i < at + 16; i++) random += CROCKFORD[POOL[i]! & 31];
   return `dec_${time}${random}`;
 }
 
 export function timestamp(ms: number = Date.now()): string {
   return new Date(ms).toISOString();
+}
+
+// random bytes drawn from the CSPRNG a pool at a time (one call per 256 ids, not one per id)
+const POOL = Buffer.alloc(4096);
+let used = POOL.length;
+
+function take16(): number {
+  if (used + 16 > POOL.length) {
+    randomFillSync(POOL);
+    used = 0;
+  }
+  used += 16;
+  return used - 16;
 }

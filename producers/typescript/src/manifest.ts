@@ -4,7 +4,7 @@
  * defaults (`fidelity: "sdk"`, an empty `executionTrace.modelCalls`) left out, null members
  * omitted at every depth, RFC 8785 bytes.
  */
-import { canonicalJson, isPlainObject } from "./canonical.js";
+import { canonicalMember, isPlainObject, joinKey, objectText } from "./canonical.js";
 import { SECTION_CONTENT } from "./parts.js";
 
 export const MANIFEST_PAYLOAD_TYPE = "application/vnd.blackbox.manifest+json;version=replay/v1";
@@ -46,7 +46,47 @@ export function manifestView(capture: Record<string, unknown>): Record<string, u
   return view;
 }
 
-/** The bytes the signature covers (before PAE); `ContractError` naming a field with no RFC 8785 form. */
-export function manifestBytes(capture: Record<string, unknown>): Buffer {
-  return canonicalJson(manifestView(capture), { omitNulls: true });
+/** The bytes the signature covers (before PAE); `ContractError` naming a field with no RFC 8785 form.
+ * `entryTexts`: the RFC 8785 text of working-set entries whose manifest form is their Merkle leaf
+ * (`workingSetRoot` made them), written as they are. */
+export function manifestBytes(capture: Record<string, unknown>, entryTexts?: ReadonlyMap<object, string>): Buffer {
+  return Buffer.from(manifestText(capture, entryTexts), "utf8");
+}
+
+/** The RFC 8785 text of `manifestView(capture)` (nulls omitted), written without building the view. */
+export function manifestText(capture: Record<string, unknown>, entryTexts?: ReadonlyMap<object, string>): string {
+  return objectText(capture, (key, value) => {
+    if (key === "fidelity" && value === "sdk") return undefined;
+    const section = SECTION_CONTENT.get(key);
+    if (section !== undefined && isPlainObject(value)) return sectionText(key, value, section, entryTexts);
+    if (key === "signature" && isPlainObject(value)) return objectText(value, (name, item) => (name === "signatureBytes" ? undefined : canonical(item, () => joinKey(key, name))), key);
+    return canonical(value, () => key);
+  });
+}
+
+function canonical(value: unknown, path: () => string): string {
+  return canonicalMember(value, true, path);
+}
+
+function sectionText(name: string, section: Record<string, unknown>, content: { top: Set<string>; lists: Map<string, Set<string>> }, entryTexts: ReadonlyMap<object, string> | undefined): string {
+  return objectText(
+    section,
+    (key, value) => {
+      if (content.top.has(key)) return undefined;
+      if (name === "executionTrace" && key === "modelCalls" && Array.isArray(value) && value.length === 0) return undefined;
+      const recordKeys = content.lists.get(key);
+      const at = name + "." + key;
+      if (recordKeys === undefined || !Array.isArray(value)) return canonical(value, () => at);
+      const known = key === "workingSetEntries" ? entryTexts : undefined;
+      let out = "[";
+      for (let i = 0; i < value.length; i++) {
+        const record: unknown = value[i];
+        if (i > 0) out += ",";
+        if (!isPlainObject(record)) out += canonical(record, () => `${at}[${i}]`);
+        else out += known?.get(record) ?? objectText(record, (field, item) => (recordKeys.has(field) ? undefined : canonical(item, () => `${at}[${i}].${field}`)), `${at}[${i}]`);
+      }
+      return out + "]";
+    },
+    name,
+  );
 }

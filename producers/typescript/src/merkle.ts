@@ -3,9 +3,8 @@
  * `producers/evidence/merkle.py`: one leaf per entry in `contextPosition` order, the leaf being the
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
-import { createHash } from "node:crypto";
 import { ContractError } from "./errors.js";
-import { canonicalJson, isPlainObject } from "./canonical.js";
+import { canonicalMember, isPlainObject, objectText, sha256Digest } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -25,9 +24,7 @@ const LEAF = Buffer.from([0]);
 const NODE = Buffer.from([1]);
 
 function sha256(...parts: Buffer[]): Buffer {
-  const hash = createHash("sha256");
-  for (const part of parts) hash.update(part);
-  return hash.digest();
+  return sha256Digest(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
 }
 
 /** The RFC 6962 Merkle tree hash of `leaves` (raw leaf data); 32 bytes. */
@@ -68,10 +65,37 @@ export function positionOrder(entries: readonly unknown[]): number[] {
 
 /** Leaf bytes of the working set in `contextPosition` order. */
 export function workingSetLeaves(entries: readonly unknown[]): Buffer[] {
-  return positionOrder(entries).map((index) => {
+  return positionOrder(entries).map((index) => Buffer.from(leafText(entries, index), "utf8"));
+}
+
+const LEAF_KEY_SET: ReadonlySet<string> = new Set(WORKING_SET_LEAF_KEYS);
+
+/** The entry's leaf fields (nulls omitted) as RFC 8785 text, written from the entry itself. */
+function leafText(entries: readonly unknown[], index: number): string {
+  const path = (): string => `${ENTRIES}[${index}]`;
+  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalMember(item, true, () => `${path()}.${key}`) : undefined), path);
+}
+
+/**
+ * The working-set root, `merkleRoot(workingSetLeaves(entries))`. `manifestForms` receives the leaf
+ * text of each entry that has no member but its leaf fields and its rendered content: the manifest
+ * (which drops the content) writes that entry as exactly this text.
+ */
+export function workingSetRoot(entries: readonly unknown[], manifestForms?: Map<object, string>): Buffer {
+  const order = positionOrder(entries);
+  if (order.length === 0) return sha256();
+  // a leaf hash is sha256(0x00 || leaf): U+0000 is that byte in UTF-8
+  let level = order.map((index) => {
+    const text = leafText(entries, index);
     const entry = entries[index] as Record<string, unknown>;
-    const leaf: Record<string, unknown> = {};
-    for (const key of WORKING_SET_LEAF_KEYS) leaf[key] = entry[key] ?? null;
-    return canonicalJson(leaf, { omitNulls: true, path: `${ENTRIES}[${index}]` });
+    if (manifestForms !== undefined && Object.keys(entry).every((key) => LEAF_KEY_SET.has(key) || key === "renderedContent")) manifestForms.set(entry, text);
+    return sha256Digest("\u0000" + text);
   });
+  while (level.length > 1) {
+    const next: Buffer[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) next.push(sha256(NODE, level[i]!, level[i + 1]!));
+    if (level.length % 2) next.push(level[level.length - 1]!);
+    level = next;
+  }
+  return level[0]!;
 }

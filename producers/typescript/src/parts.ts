@@ -3,8 +3,7 @@
  * The same table, in the same order, as `producers/evidence/parts.py` (PART_FIELDS).
  */
 import { ContractError } from "./errors.js";
-import { HASH_PREFIX, isPlainObject, jsonHash, knownCanonical, textHash } from "./canonical.js";
-import { createHash } from "node:crypto";
+import { isPlainObject, jsonHash, textHash } from "./canonical.js";
 
 export type PartKind = "text" | "json";
 
@@ -88,14 +87,27 @@ export function* iterParts(capture: Record<string, unknown>): Generator<PartRef>
 /** The hash of present content; `ContractError(path)` if it is not of its kind. */
 export function computePartHash(ref: PartRef): string {
   const content = ref.holder[ref.field.contentKey];
-  const path = partPath(ref);
   if (ref.field.kind === "text") {
-    if (typeof content !== "string") throw new ContractError(`a text part, got ${kindOf(content)}`, path);
-    return textHash(content, path);
+    if (typeof content !== "string") throw new ContractError(`a text part, got ${kindOf(content)}`, partPath(ref));
+    // the configuration repeats in every capture of an agent: its text is hashed once (by content)
+    if (ref.field.section === "agentConfiguration") return repeatedTextHash(content, ref);
+    return textHash(content, partPath(ref));
   }
-  const known = knownCanonical(content);
-  if (known !== undefined) return HASH_PREFIX + createHash("sha256").update(known, "utf8").digest("hex");
-  return jsonHash(content, path);
+  return jsonHash(content, partPath(ref));
+}
+
+/** Hashes of recent configuration texts, by the text itself (a changed text is another key). */
+const REPEATED = new Map<string, string>();
+const REPEATED_MAX = 64;
+
+function repeatedTextHash(text: string, ref: PartRef): string {
+  let hash = REPEATED.get(text);
+  if (hash === undefined) {
+    hash = textHash(text, partPath(ref));
+    if (REPEATED.size >= REPEATED_MAX) REPEATED.clear();
+    REPEATED.set(text, hash);
+  }
+  return hash;
 }
 
 /** `{path: hash}` for every content part present in `capture`. */

@@ -11,7 +11,7 @@
  * bytes), so a number spelled differently never breaks a signature; it only changes Avro bytes.
  */
 import { ContractError } from "./errors.js";
-import { MAX_DEPTH, isPlainObject, joinKey } from "./canonical.js";
+import { MAX_DEPTH, isPlainObject, joinKey, knownPythonText, printsAlike } from "./canonical.js";
 
 /** Python `repr` of a finite double, from JavaScript's shortest digits. */
 export function pythonFloat(value: number): string {
@@ -42,6 +42,8 @@ export function pythonNumber(value: number, path = ""): string {
 /** The Python codec's JSON text of `value` (undefined and null give null: absent content). */
 export function pythonJsonText(value: unknown, path = ""): string | null {
   if (value === undefined || value === null) return null;
+  const known = knownPythonText(value); // a copyJson copy, checked as it was made
+  if (known !== undefined) return known;
   // JSON.stringify writes the same text wherever every number is one both print alike
   return sameAsStringify(value, 0) ? JSON.stringify(value) : write(value, path, 0);
 }
@@ -51,11 +53,8 @@ function sameAsStringify(value: unknown, depth: number): boolean {
   switch (typeof value) {
     case "string":
       return value.isWellFormed();
-    case "number": {
-      if (Number.isSafeInteger(value)) return !Object.is(value, -0);
-      const magnitude = Math.abs(value);
-      return Number.isFinite(value) && !Number.isInteger(value) && magnitude >= 1e-4 && magnitude < 1e16;
-    }
+    case "number":
+      return printsAlike(value);
     case "boolean":
       return true;
     case "object":

@@ -29,7 +29,8 @@ if (parentPort !== null) {
   const signer = Signer.fromThread(workerData as { key: KeyObject; name: string | undefined });
   port.on("message", (job: SealJob) => {
     void run(job).then(
-      (done) => port.postMessage(done),
+      // the encoded bytes are moved, not copied (avro.ts gives each message an ArrayBuffer of its own, never Node's pool)
+      (done) => port.postMessage(done, "encoded" in done && done.encoded.byteOffset === 0 ? [done.encoded.buffer as ArrayBuffer] : []),
       (error: unknown) => port.postMessage({ id: job.id, error: String(error) }),
     );
   });

@@ -8,7 +8,7 @@ import { HASH_PREFIX, isHash, isPlainObject } from "./canonical.js";
 import { pae } from "./dsse.js";
 import { keyIdFromRef, type Signer } from "./keys.js";
 import { MANIFEST_PAYLOAD_TYPE, manifestBytes } from "./manifest.js";
-import { CONTEXT_SET_ALGORITHM, merkleRoot, workingSetLeaves } from "./merkle.js";
+import { CONTEXT_SET_ALGORITHM, workingSetRoot } from "./merkle.js";
 import { computePartHash, iterParts, partPath } from "./parts.js";
 
 export const SIGNATURE_ALGORITHM = "ed25519";
@@ -37,13 +37,14 @@ export function seal(capture: Record<string, unknown>, signer: Signer, options: 
   const memory = workingSet(sealed);
   const signature = signatureBlock(sealed, signer);
   const entries = memory["workingSetEntries"] as unknown[];
-  const root = HASH_PREFIX + merkleRoot(workingSetLeaves(entries)).toString("hex");
+  const entryTexts = new Map<object, string>();
+  const root = HASH_PREFIX + workingSetRoot(entries, entryTexts).toString("hex");
   const supplied = memory["contextSetHash"];
   if (supplied !== undefined && supplied !== null && supplied !== root) {
     throw new ContractError(`supplied ${JSON.stringify(supplied)} disagrees with the working set, which gives ${JSON.stringify(root)}`, "memoryState.contextSetHash");
   }
   memory["contextSetHash"] = root;
-  const payload = manifestBytes(sealed);
+  const payload = manifestBytes(sealed, entryTexts);
   signature["signatureBytes"] = SIGNATURE_PREFIX + signer.sign(pae(MANIFEST_PAYLOAD_TYPE, payload)).toString("base64");
   return sealed;
 }

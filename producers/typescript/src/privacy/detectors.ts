@@ -21,8 +21,15 @@ export interface Finding {
 
 export interface Detector {
   readonly name: string;
+  /** Optional: a text with no match of this (non-global) pattern has no finding, so `find` is skipped. */
+  readonly trigger?: RegExp;
   find(text: string): Finding[];
 }
+
+// What each built-in detector cannot match without: most prose has no digit, "@" or ":" at all
+const DIGIT = /[0-9]/;
+const AT_SIGN = /@/;
+const DIGIT_OR_COLON = /[0-9:]/;
 
 const ALNUM = /^[\p{L}\p{N}]$/u;
 
@@ -62,6 +69,7 @@ const ADDRESS = /^[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Z
 
 export class EmailDetector implements Detector {
   readonly name = "email";
+  readonly trigger = AT_SIGN;
 
   find(text: string): Finding[] {
     const found: Finding[] = [];
@@ -85,6 +93,7 @@ const DATE = /^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{2}[./-][0-9]{2}[./-][0-9]{4})
 
 export class PhoneDetector implements Detector {
   readonly name = "phone";
+  readonly trigger = DIGIT;
   constructor(readonly region: string = "US") {}
 
   find(text: string): Finding[] {
@@ -134,6 +143,7 @@ const CARD_CANDIDATE = /[0-9][0-9 -]{11,22}[0-9]/g;
 
 export class CardDetector implements Detector {
   readonly name = "card";
+  readonly trigger = DIGIT;
 
   find(text: string): Finding[] {
     const found: Finding[] = [];
@@ -167,6 +177,7 @@ const IBAN_CANDIDATE = /[A-Z][A-Z][0-9][0-9](?: ?[A-Z0-9]){11,30}/g;
 
 export class IbanDetector implements Detector {
   readonly name = "iban";
+  readonly trigger = DIGIT;
 
   find(text: string): Finding[] {
     const found: Finding[] = [];
@@ -199,6 +210,7 @@ function ipv4Parses(text: string): boolean {
 
 export class IpDetector implements Detector {
   readonly name = "ip";
+  readonly trigger = DIGIT_OR_COLON;
 
   find(text: string): Finding[] {
     const found: Finding[] = [];
@@ -254,10 +266,35 @@ export function builtinDetectors(options: { phoneRegion?: string } = {}): Detect
   return [new EmailDetector(), new IbanDetector(), new CardDetector(), new IpDetector(), new PhoneDetector(options.phoneRegion ?? "US")];
 }
 
+const ANY_TRIGGER = new WeakMap<readonly Detector[], { readonly triggers: (RegExp | undefined)[]; readonly any: RegExp | undefined }>();
+
+/** A pattern matching wherever some detector's trigger does; undefined when a detector has none
+ * (or one with flags, which a union could not keep). Made once per detector list (and again if
+ * the list's triggers changed). */
+function anyTrigger(detectors: readonly Detector[]): RegExp | undefined {
+  const known = ANY_TRIGGER.get(detectors);
+  if (known !== undefined && known.triggers.length === detectors.length && known.triggers.every((trigger, i) => detectors[i]!.trigger === trigger)) return known.any;
+  const triggers = detectors.map((detector) => detector.trigger);
+  const usable = triggers.every((trigger) => trigger !== undefined && trigger.flags === "");
+  const any = usable ? new RegExp([...new Set(triggers.map((trigger) => `(?:${trigger!.source})`))].join("|")) : undefined;
+  ANY_TRIGGER.set(detectors, { triggers, any });
+  return any;
+}
+
 /** Every detector's findings, overlaps resolved: earliest first, then longest, then detector order. */
 export function findAll(text: string, detectors: readonly Detector[]): Finding[] {
+  // one scan of the text for what every detector needs (most text has none of it), then each trigger once
+  const any = anyTrigger(detectors);
+  if (any !== undefined && !any.test(text)) return [];
   const candidates: [number, number, number, Finding][] = [];
+  const triggered = new Map<RegExp, boolean>();
   detectors.forEach((detector, rank) => {
+    const trigger = detector.trigger;
+    if (trigger !== undefined) {
+      let found = triggered.get(trigger);
+      if (found === undefined) triggered.set(trigger, (found = trigger.test(text)));
+      if (!found) return;
+    }
     for (const finding of detector.find(text)) {
       if (finding.start >= 0 && finding.start < finding.end && finding.end <= text.length) candidates.push([finding.start, -finding.end, rank, finding]);
     }

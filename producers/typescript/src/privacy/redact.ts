@@ -112,26 +112,36 @@ function pointerOf(parent: string, key: string | number): string {
 
 type Find = (text: string) => readonly Finding[];
 
-/** `value` with its strings redacted: new containers along changed paths, else `value` itself. */
-function redactJson(value: unknown, pointer: string, part: string, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
+/** `value` with its strings redacted: new containers along changed paths, else `value` itself.
+ * `keys` is the way down to `value` (its JSON pointer is made only when something is found). */
+function redactJson(value: unknown, keys: (string | number)[], part: string, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
   if (typeof value === "string") {
     const result = replace(value, find(value), placeholders);
     if (result === undefined) return value;
+    const pointer = keys.reduce<string>((parent, key) => pointerOf(parent, key), "");
     for (const [start, end, kind, placeholder] of result.placed) out.push({ part, pointer, start, end, kind, placeholder });
     return result.text;
   }
   if (Array.isArray(value)) {
     let items: unknown[] | undefined;
-    value.forEach((item: unknown, index) => {
-      const changed = redactJson(item, pointerOf(pointer, index), part, find, placeholders, out);
+    for (let index = 0; index < value.length; index++) {
+      const item: unknown = value[index];
+      if (item === null || typeof item === "number" || typeof item === "boolean") continue;
+      keys.push(index);
+      const changed = redactJson(item, keys, part, find, placeholders, out);
+      keys.pop();
       if (changed !== item) (items ??= [...value])[index] = changed;
-    });
+    }
     return items ?? value;
   }
   if (isPlainObject(value)) {
     let copy: Record<string, unknown> | undefined;
-    for (const [key, item] of Object.entries(value)) {
-      const changed = redactJson(item, pointerOf(pointer, key), part, find, placeholders, out);
+    for (const key in value) {
+      const item = value[key];
+      if (item === null || item === undefined || typeof item === "number" || typeof item === "boolean") continue;
+      keys.push(key);
+      const changed = redactJson(item, keys, part, find, placeholders, out);
+      keys.pop();
       if (changed !== item) (copy ??= { ...value })[key] = changed;
     }
     return copy ?? value;
@@ -150,11 +160,40 @@ export interface CaptureRedaction {
   readonly originalSpans: Record<string, unknown>;
 }
 
+const ENCODING_KEYS = new Map<string, string>();
+
+/** `<contentKey>Encoding`, the member that says a text part is base64 (made once per key). */
+function encodingKey(contentKey: string): string {
+  let key = ENCODING_KEYS.get(contentKey);
+  if (key === undefined) ENCODING_KEYS.set(contentKey, (key = `${contentKey}Encoding`));
+  return key;
+}
+
 function searched(ref: PartRef): boolean {
   const content = ref.holder[ref.field.contentKey];
   if (content === null || content === undefined || ref.field.contentKey === "sealedOriginal") return false;
-  if (ref.field.kind === "text") return typeof content === "string" && ref.holder[`${ref.field.contentKey}Encoding`] !== "base64";
+  if (ref.field.kind === "text") return typeof content === "string" && ref.holder[encodingKey(ref.field.contentKey)] !== "base64";
   return true;
+}
+
+/** Findings in recent configuration texts, by detector set and by the text itself (a changed text
+ * is another key): the system prompt and tool schema repeat in every capture of an agent. */
+const REPEATED = new WeakMap<readonly Detector[], Map<string, readonly Finding[]>>();
+const REPEATED_MAX = 1024;
+
+function repeatedFinder(detectors: readonly Detector[]): Find {
+  let known = REPEATED.get(detectors);
+  if (known === undefined) REPEATED.set(detectors, (known = new Map()));
+  const cache = known;
+  return (text) => {
+    let found = cache.get(text);
+    if (found === undefined) {
+      found = findAll(text, detectors);
+      if (cache.size >= REPEATED_MAX) cache.clear();
+      cache.set(text, found);
+    }
+    return found;
+  };
 }
 
 /** Redact every content part of `capture` in place (it is the recorder's own); undefined when nothing was found. */
@@ -168,14 +207,16 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
   // the configuration first: the same in every capture of an agent, so its placeholders are too
   const order = [...refs.keys()].sort((a, b) => Number(refs[a]!.field.section !== "agentConfiguration") - Number(refs[b]!.field.section !== "agentConfiguration") || a - b);
   const find: Find = (text) => findAll(text, detectors);
+  const findRepeated = repeatedFinder(detectors);
   const changes: { ref: PartRef; content: unknown; spans: unknown; hasSpans: boolean }[] = [];
   for (const index of order) {
     const ref = refs[index]!;
     const { field } = ref;
     const content = ref.holder[field.contentKey];
     const path = partPath(ref);
+    const findIn = field.section === "agentConfiguration" ? findRepeated : find;
     if (field.kind === "text") {
-      const result = replace(content as string, find(content as string), placeholders);
+      const result = replace(content as string, findIn(content as string), placeholders);
       if (result === undefined) continue;
       for (const [start, end, kind, placeholder] of result.placed) redactions.push({ part: path, pointer: "", start, end, kind, placeholder });
       const hasSpans = "spans" in ref.holder && (field.contentKey === "text" || field.contentKey === "requestBody");
@@ -183,7 +224,7 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
       changes.push({ ref, content: result.text, spans: hasSpans ? remapSpans(ref.holder["spans"], result.edits) : undefined, hasSpans });
     } else {
       const found: Redacted[] = [];
-      const changed = redactJson(content, "", path, find, placeholders, found);
+      const changed = redactJson(content, [], path, findIn, placeholders, found);
       if (changed === content) continue;
       redactions.push(...found);
       changes.push({ ref, content: changed, spans: undefined, hasSpans: false });
