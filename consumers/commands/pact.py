@@ -11,7 +11,10 @@
   decisions and a sample of recent decisions of the bound agents under the applied and the new version
   (:mod:`consumers.pacts.gate`), prints what would change per rule, and moves the shared pointer only
   if the gate passes (exit 1 otherwise); ``--force`` applies anyway and is logged as forced with its
-  reason. Every capture read is a logged access (action ``evaluate``).
+  reason. Every capture read is a logged access (action ``evaluate``). An apply is appended to the
+  transparency log (its own entry type, :mod:`consumers.tlog.entries`) before the pointer moves;
+- ``pact bundle VERSION -o FILE`` the signed version, its latest apply and the apply's inclusion proof,
+  for ``blackbox verify --bundle FILE`` offline (:mod:`consumers.pacts.bundle`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from consumers.findings.captures import stored_capture
 from consumers.findings.store import decision_rows_by_id
 from consumers.index.engine import insert_rows
 from consumers.pacts.gate import GateReport, judge_change
+from consumers.pacts.logged import log_apply
 from consumers.pacts.record import agent_record
 from consumers.pacts.versions import (
     AppliedPointer,
@@ -192,6 +196,7 @@ def apply(
     if force and not reason.strip():
         raise PactVersionError("--force needs --reason: a forced apply is logged with why")
     now = datetime.now(UTC)
+    logged = ""
     with open_runtime(existing_index=True) as rt:
         trust = _trust(rt)
         new = load_version(rt.blob_store, version, trust)
@@ -215,6 +220,11 @@ def apply(
                 forced=not report.passed,
                 gate="passed" if report.passed else "failed: " + "; ".join(report.reasons()),
             )
+            if rt.settings.tlog:  # logged first: an apply the log does not hold never takes effect
+                try:
+                    logged = log_apply(rt.transparency_log, rt.blob_store, pointer_row)
+                finally:
+                    rt.transparency_log.close()  # the witnesses get the new checkpoint, then stop
             write_applied(rt.blob_store, pointer_row)
             row = pointer_row.to_json()
             insert_rows(
@@ -232,11 +242,42 @@ def apply(
                 ],
             )
     if as_json:
-        typer.echo(json.dumps({**report.to_json(), "version": new.version, "applied": applied}, indent=2))
+        typer.echo(
+            json.dumps(
+                {**report.to_json(), "version": new.version, "applied": applied, "logged": logged}, indent=2
+            )
+        )
     else:
         _print_gate(report, new.version, applied=applied)
+        if logged:
+            typer.echo(f"logged as {logged}; export it with `blackbox pact bundle {new.version} -o FILE`")
     if not applied:
         raise typer.Exit(1)
+
+
+def bundle(
+    version: Annotated[str, typer.Argument(help="The applied version (pv_…).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the pact bundle (JSON).")],
+) -> None:
+    """Write the pact bundle of a version's latest apply: the signed version, the apply record and its
+    inclusion proof in the transparency log; `blackbox verify --bundle FILE --trust KEY --log-key VKEY`
+    checks it offline."""
+    from consumers.pacts.logged import export_pact_bundle
+
+    with open_runtime(existing_index=True) as rt:
+        document = export_pact_bundle(
+            version,
+            index=rt.index,
+            store=rt.blob_store,
+            prover=rt.bundle_prover(),
+            now=datetime.now(UTC),
+        )
+    try:
+        out.write_bytes(json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8") + b"\n")
+    except OSError as exc:
+        raise ContractError(f"cannot write the bundle: {exc}", path=str(out)) from exc
+    proof = document["transparency"]["proof"]
+    typer.echo(f"wrote {out}: {version}, leaf {proof['leafIndex']} of {proof['treeSize']}")
 
 
 def _read(rt: Any, ids: list[str], version: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -313,12 +354,14 @@ def record(
 
 def register(app: typer.Typer) -> None:
     pact_app = typer.Typer(
-        help="Pact sets as signed versions: propose, show, diff, history, apply.", no_args_is_help=True
+        help="Pact sets as signed versions: propose, show, diff, history, apply, bundle.",
+        no_args_is_help=True,
     )
     pact_app.command("propose")(propose)
     pact_app.command("show")(show)
     pact_app.command("diff")(diff)
     pact_app.command("history")(history)
     pact_app.command("apply")(apply)
+    pact_app.command("bundle")(bundle)
     app.add_typer(pact_app, name="pact")
     app.command("record")(record)

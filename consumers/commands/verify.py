@@ -4,6 +4,8 @@
   ``blackbox show ID --json`` (its ``capture``; a view without one says what is missing).
 - ``blackbox verify --bundle FILE --trust KEYFILE [--log-key VKEY]`` verifies an evidence bundle
   offline (:mod:`producers.evidence.bundle`): ``INCOMPLETE`` (exit 1) when it has no inclusion proof.
+  A pact bundle (``blackbox pact bundle``) is verified the same way (:mod:`consumers.pacts.bundle`):
+  ``--trust`` then holds the operator's pact key.
 - ``blackbox verify DECISION_ID`` checks the stored capture (one range GET) and its index rows,
   after the access gate has logged the read; a compacted decision verifies from its manifest.
 
@@ -25,6 +27,7 @@ import typer
 from consumers import terminal
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings, load_service_settings
+from consumers.pacts.bundle import PACT_BUNDLE_FORMAT
 from consumers.verify.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
 from producers.evidence import TrustStore, verify_capture
 from producers.evidence.bundle import read_json_object
@@ -60,6 +63,10 @@ def _verify_bundle(
         raise ContractError(
             "--bundle needs --trust KEYFILE (a trust store TOML or the signer's public key)", path="--trust"
         )
+    document = read_json_object(path, what="a bundle")
+    if document.get("bundleFormat") == PACT_BUNDLE_FORMAT:
+        _verify_pact_bundle(path, document, trust, log_key)
+        return
     code = run(
         path,
         trust,
@@ -70,6 +77,35 @@ def _verify_bundle(
     )
     if code:
         raise typer.Exit(code)
+
+
+def _verify_pact_bundle(path: Path, document: dict[str, Any], trust: Path, log_key: str | None) -> None:
+    from consumers.pacts.bundle import PactBundleInvalid, verify_pact_bundle
+    from producers.evidence.bundle import load_trust
+
+    name = terminal.clean(str(document.get("version") or path.name))
+    try:
+        report = verify_pact_bundle(document, load_trust(trust), log_key=_key_text(log_key))
+    except PactBundleInvalid as exc:
+        reason = str(exc).removeprefix(f"{exc.part}: ")
+        terminal.echo(
+            terminal.clean(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}")
+        )
+        raise typer.Exit(EXIT_NOT_VERIFIED) from exc
+    for line in report.lines():
+        terminal.echo(terminal.clean(line))
+    if not report.complete:
+        raise typer.Exit(EXIT_NOT_VERIFIED)
+
+
+def _key_text(value: str | None) -> str | None:
+    """A log verifier key given as text, or as a file holding it (as the evidence bundle's ``--log-key``)."""
+    if value is None:
+        return None
+    path = Path(value)
+    if "+" not in value and path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    return value.strip()
 
 
 class _Echo:
