@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FLAG_PREFIX",
+    "agent_known",
     "flag_reason",
     "insert_violations",
     "pact_flag_row",
@@ -135,6 +136,12 @@ def record_rows(index: Index, agent: str, *, since: datetime) -> dict[str, list[
         "runs": runs,
         "applications": applications,
     }
+
+
+def agent_known(index: Index, agent: str) -> bool:
+    """Whether the index holds any decision of ``agent`` (a record of an unknown agent is a 404)."""
+    rows = index.query("SELECT count() AS n FROM decisions WHERE agent_id = {agent:String}", {"agent": agent})
+    return bool(rows and int(rows[0]["n"]))
 
 
 def gate_candidates(index: Index, *, sample: int, binds: Any) -> tuple[set[str], list[str]]:
