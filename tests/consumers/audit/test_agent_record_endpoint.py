@@ -115,7 +115,9 @@ def test_the_signed_record_is_scoped_logged_and_verifies_offline(world: World, t
     vkey = world.cli("log", "key").stdout.strip()
     relayed = tmp_path / "record.json"
     relayed.write_text(json.dumps(envelope))
-    ok = world.cli("verify", "--record", str(relayed), "--log-key", vkey)
+    vkey_file = tmp_path / "log.vkey"
+    vkey_file.write_text(vkey + "\n")
+    ok = world.cli("verify", "--record", str(relayed), "--log-key", str(vkey_file))
     assert ok.exit_code == 0, ok.output
     assert "verified: record of agt_support_1" in ok.stdout and "6 decisions" in ok.stdout
 

@@ -73,6 +73,8 @@ def test_an_applied_version_is_logged_exported_and_verified_offline(tmp_path: Pa
     assert "2 leaves are applied pact versions" in audit.stdout, audit.stdout
 
     vkey = blackbox(["log", "key"], env=env).stdout.strip()
+    vkey_file = tmp_path / "log.vkey"
+    vkey_file.write_text(vkey + "\n")  # as the README shows: `blackbox log key` saved to a file
     (public,) = (data / "operator").glob("*.pub")
     for version, is_forced, reason in ((strict, False, "the refund rules"), (loose, True, "incident 7")):
         out = tmp_path / f"{version}.json"
@@ -80,7 +82,8 @@ def test_an_applied_version_is_logged_exported_and_verified_offline(tmp_path: Pa
         assert wrote.startswith(f"wrote {out}: {version}, leaf ")
         bundle = json.loads(out.read_text())
         assert bundle["applied"]["forced"] is is_forced and bundle["applied"]["reason"] == reason
-        ok = blackbox(["verify", "--bundle", str(out), "--trust", str(public), "--log-key", vkey], env={})
+        key = str(vkey_file) if is_forced else vkey  # the key as a file, and as text
+        ok = blackbox(["verify", "--bundle", str(out), "--trust", str(public), "--log-key", key], env={})
         assert f"verified: pact version {version}" in ok.stdout and "logged: leaf " in ok.stdout
         assert ("(FORCED)" in ok.stdout) is is_forced
 
