@@ -172,7 +172,7 @@ def apply(
     as_json: JsonOpt = False,
 ) -> None:
     """Gate a version by what it would change on real decisions, then apply it (or --force it)."""
-    from consumers.pacts.apply import apply_version
+    from consumers.app.pact_apply import apply_version
 
     with open_runtime(existing_index=True) as rt:
         outcome = apply_version(rt, version, now=datetime.now(UTC), sample=sample, force=force, reason=reason)

@@ -5,7 +5,7 @@
    signed by an operator key the demo trusts;
 3. the gate: the finding's suite is replayed with the fix (prompt v4.6) and judged by the new pact
    and the finding's rule (``regress --suite``), then ``pact apply`` judges the recent decisions under
-   the new rules (:mod:`consumers.pacts.apply`);
+   the new rules (:mod:`consumers.app.pact_apply`);
 4. the version is applied and appended to the transparency log;
 5. the fix ships: the agent's next decisions run on v4.6, ingest judges them under the applied version;
 6. ``record`` before the apply and after it.
@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.table import Table
 
 from consumers.access import Caller
+from consumers.app.pact_apply import ApplyOutcome, apply_version
 from consumers.demo.agent import system_prompt
 from consumers.demo.store import failed_full_captures
 from consumers.findings.record import add_finding
 from consumers.pacts import Rule
-from consumers.pacts.apply import ApplyOutcome, apply_version
 from consumers.pacts.record import AgentRecord, agent_record
 from consumers.pacts.store import insert_version
 from consumers.pacts.versions import propose_version

@@ -1,4 +1,5 @@
 """Applying a pact version: gate, log, move the shared pointer (``blackbox pact apply`` and the demo).
+It lives in the app room, above pacts and findings, because it works over the whole runtime.
 
 1. the gate (:mod:`consumers.pacts.gate`) judges every finding's pinned decisions and the ``sample``
    most recent decisions of the agents either version binds, under the applied rules and the new
