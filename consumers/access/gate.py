@@ -33,6 +33,8 @@ from schemas.errors import AccessDenied
 READ_ACTIONS = frozenset(
     {"replay", "replay-live", "show", "export", "verify", "evaluate", "replays", "reveal"}
 )
+# reads of an agent as a whole (no capture content): "record", its behavioural record
+AGENT_ACTIONS = frozenset({"record"})
 
 
 class AccessLogUnavailable(AccessDenied):
@@ -119,6 +121,44 @@ class AccessGate:
         ]
         self.record(records)
         return records
+
+    def authorize_agent(
+        self, caller: Caller, agent_id: str, *, action: str = "record", detail: str = ""
+    ) -> AccessRecord:
+        """Log and allow a read of ``agent_id`` as a whole (figures over its decisions, no content),
+        or log and raise :class:`AccessDenied`: an operator under the grants (the implicit one
+        included); anyone else only under an explicit grant that names this agent
+        (:meth:`~consumers.access.grants.Grants.names_agent`)."""
+        if action not in AGENT_ACTIONS:
+            raise ValueError(f"unknown agent action {action!r}")
+        at = self._clock()
+        grants = self._grants.current()
+        if caller.scope == "operator":
+            grant = grants.match(
+                caller, agent_id=agent_id, decision_id="", at=at, admitted=frozenset({"operator"})
+            )
+        else:
+            grant = grants.names_agent(caller, agent_id=agent_id, at=at)
+        why = (
+            ""
+            if grant is not None
+            else f"no grant names agent {agent_id} for {caller.identity} as {caller.scope} ({grants.source})"
+        )
+        record = AccessRecord(
+            at=at,
+            caller=caller.identity,
+            scope=caller.scope,
+            decision_id="",
+            agent_id=agent_id,
+            action=action,
+            reason=caller.reason,
+            outcome="denied" if why else "allowed",
+            detail="; ".join(p for p in (detail, why) if p),
+            **_grant_columns(grant),
+        )
+        self.record([record])
+        raise_if_denied(record)
+        return record
 
     def judge_many(
         self, caller: Caller, captures: Sequence[Mapping[str, Any]], *, action: str = "show"

@@ -148,6 +148,21 @@ class Grants:
         """Whether any grant names ``caller`` over the decision (capture scope not considered)."""
         return any(g.permits(caller, agent_id=agent_id, decision_id=decision_id, at=at) for g in self.grants)
 
+    def names_agent(self, caller: Caller, *, agent_id: str, at: datetime) -> Grant | None:
+        """The first explicit, unexpired grant of ``caller``'s identity and scope whose agent patterns
+        name ``agent_id`` by something narrower than ``*`` (what an agent-wide read, such as its
+        behavioural record, needs from anyone but an operator)."""
+        for grant in self.grants:
+            if (
+                not grant.implicit
+                and grant.scope == caller.scope
+                and fnmatchcase(caller.identity, grant.caller)
+                and (grant.expires is None or at < grant.expires)
+                and any(p != "*" and fnmatchcase(agent_id, p) for p in grant.agents)
+            ):
+                return grant
+        return None
+
     def reveals(
         self,
         caller: Caller,

@@ -7,6 +7,8 @@ One router of the one HTTP application (:mod:`consumers.web`); ``/openapi.json``
     GET  /v1/decisions/{id}/verification    the read-time verdict (blackbox verify ID)
     GET  /v1/decisions/{id}/replays         the replay runs recorded for it
     GET  /v1/decisions/{id}/bundle          the evidence bundle (producers.evidence.bundle)
+    GET  /v1/agents/{id}/record             the agent's behavioural record, signed by the service
+                                            (operators; others with a grant naming the agent)
     POST /v1/access-requests                a regulator or counterparty asks for access, with authority
     GET  /v1/access-requests                an operator sees every request; others their own
     POST /v1/access-requests/{id}/approve   operator: the request becomes a grant with an expiry
@@ -22,7 +24,7 @@ store is unreachable, 500 anything else — never a traceback. What is logged: :
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
@@ -38,7 +40,8 @@ from consumers.audit.routing import audit_route, mapped
 from consumers.audit.store import replay_runs
 from consumers.audit.views import capture_view, subject, verification_view
 from consumers.privacy.ids import index_ids
-from schemas.errors import ContractError, VerificationError
+from producers.evidence.trust import parse_time
+from schemas.errors import ContractError, TransparencyLogError, VerificationError
 
 if TYPE_CHECKING:
     from consumers.app.runtime import Runtime
@@ -46,7 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ApiError", "audit_router", "create_app"]
 
-ACTIONS = ("show", "verify", "replays", "export", "request", "requests", "approve", "refuse")
+ACTIONS = ("show", "verify", "replays", "export", "record", "request", "requests", "approve", "refuse")
+RECORD_WINDOW = timedelta(days=30)  # the record's default window, as `blackbox record`
 
 
 def _decision_id(value: str) -> str:
@@ -158,6 +162,36 @@ def audit_router(
                 prover=audit.prover,
                 now=audit.clock(),
                 ids=ids,
+            )
+
+    @app.get(
+        "/v1/agents/{agent_id}/record",
+        summary="The agent's behavioural record, as a DSSE envelope signed by the service's log key",
+    )
+    def read_record(
+        agent_id: str, since: str | None = None, principal: Principal = As["record"]
+    ) -> dict[str, Any]:
+        from consumers.pacts.attestation import sign_agent_record
+        from consumers.pacts.record import agent_record
+        from consumers.pacts.store import agent_known
+        from consumers.tlog.checkpoints import load_log_signer
+
+        with mapped(audit, principal, "record", agent_id[:MAX_ID]):
+            agent_id = _decision_id(agent_id)
+            try:
+                start = parse_time(since) if since else audit.clock() - RECORD_WINDOW
+            except ValueError as exc:
+                raise ContractError(f"not an ISO-8601 time: {since!r}", path="since") from exc
+            audit.gate.authorize_agent(principal.caller, agent_id, action="record")
+            if not agent_known(rt.index, agent_id):
+                audit.refuse(action="record", status=404, reason="no such agent", principal=principal)
+                raise ApiError(404, f"no decisions of agent {agent_id} in the index")
+            try:
+                signer = load_log_signer(rt.settings.resolved_tlog_key, rt.settings.tlog_origin, create=False)
+            except TransparencyLogError as exc:
+                raise ApiError(503, f"the service has no signing key yet: {exc}") from exc
+            return sign_agent_record(
+                agent_record(rt.index, agent_id, since=start).to_json(), signer, issued_at=audit.clock()
             )
 
     # -- access requests ----------------------------------------------------------------------------

@@ -11,7 +11,10 @@
   decisions and a sample of recent decisions of the bound agents under the applied and the new version
   (:mod:`consumers.pacts.gate`), prints what would change per rule, and moves the shared pointer only
   if the gate passes (exit 1 otherwise); ``--force`` applies anyway and is logged as forced with its
-  reason. Every capture read is a logged access (action ``evaluate``).
+  reason. Every capture read is a logged access (action ``evaluate``). An apply is appended to the
+  transparency log (its own entry type, :mod:`consumers.tlog.entries`) before the pointer moves;
+- ``pact bundle VERSION -o FILE`` the signed version, its latest apply and the apply's inclusion proof,
+  for ``blackbox verify --bundle FILE`` offline (:mod:`consumers.pacts.bundle`).
 """
 
 from __future__ import annotations
@@ -28,25 +31,20 @@ import typer
 
 from consumers.app.runtime import open_runtime
 from consumers.commands.index import JsonOpt, print_rows
-from consumers.findings.captures import stored_capture
-from consumers.findings.store import decision_rows_by_id
-from consumers.index.engine import insert_rows
-from consumers.pacts.gate import GateReport, judge_change
+from consumers.pacts.gate import GateReport
 from consumers.pacts.record import agent_record
+from consumers.pacts.store import insert_version
 from consumers.pacts.versions import (
-    AppliedPointer,
     PactVersion,
     PactVersionError,
     applied_pointer,
     list_versions,
     load_version,
     propose_version,
-    write_applied,
 )
-from consumers.privacy.ids import index_ids
 from producers.evidence import TrustStore, load_signer
 from producers.evidence.trust import format_time, parse_time
-from schemas.errors import BlackboxError, ContractError
+from schemas.errors import ContractError
 
 __all__ = ["register"]
 
@@ -99,22 +97,7 @@ def propose(
             now=now,
             source=str(file),
         )
-        insert_rows(
-            rt.index,
-            "pact_versions",
-            [
-                {
-                    "version": version.version,
-                    "content_hash": version.content_hash,
-                    "parent": version.parent,
-                    "author": version.author,
-                    "reason": version.reason,
-                    "agents": ",".join(version.book.agents),
-                    "key_id": version.key_id,
-                    "created_at": version.created_at,
-                }
-            ],
-        )
+        insert_version(rt.index, version)
     typer.echo(
         f"proposed {version.version} ({len(version.book)} rule(s), agents {','.join(version.book.agents)}, "
         f"parent {version.parent or '-'}); apply with `blackbox pact apply {version.version}`"
@@ -189,74 +172,48 @@ def apply(
     as_json: JsonOpt = False,
 ) -> None:
     """Gate a version by what it would change on real decisions, then apply it (or --force it)."""
-    if force and not reason.strip():
-        raise PactVersionError("--force needs --reason: a forced apply is logged with why")
-    now = datetime.now(UTC)
-    with open_runtime(existing_index=True) as rt:
-        trust = _trust(rt)
-        new = load_version(rt.blob_store, version, trust)
-        pointer = applied_pointer(rt.blob_store)
-        old_book = load_version(rt.blob_store, pointer.version, trust).book if pointer else rt.pacts
-        from consumers.pacts.store import gate_candidates
+    from consumers.app.pact_apply import apply_version
 
-        pinned, recent = gate_candidates(
-            rt.index, sample=sample, binds=lambda a: new.book.binds(a) or old_book.binds(a)
-        )
-        ids = sorted(pinned | set(recent))
-        captures, unreadable = _read(rt, ids, version)
-        report = judge_change(old_book, new.book, captures, pinned=pinned, unreadable=unreadable)
-        applied = report.passed or force
-        if applied:
-            pointer_row = AppliedPointer(
-                version=new.version,
-                applied_at=now,
-                applied_by=getpass.getuser(),
-                reason=reason.strip() or new.reason,
-                forced=not report.passed,
-                gate="passed" if report.passed else "failed: " + "; ".join(report.reasons()),
-            )
-            write_applied(rt.blob_store, pointer_row)
-            row = pointer_row.to_json()
-            insert_rows(
-                rt.index,
-                "pact_applications",
-                [
-                    {
-                        "version": row["version"],
-                        "applied_at": now,
-                        "applied_by": row["appliedBy"],
-                        "reason": row["reason"],
-                        "forced": row["forced"],
-                        "gate": row["gate"],
-                    }
-                ],
-            )
+    with open_runtime(existing_index=True) as rt:
+        outcome = apply_version(rt, version, now=datetime.now(UTC), sample=sample, force=force, reason=reason)
+    report, new, applied, logged = outcome.report, outcome.version, outcome.applied, outcome.logged
     if as_json:
-        typer.echo(json.dumps({**report.to_json(), "version": new.version, "applied": applied}, indent=2))
+        typer.echo(
+            json.dumps(
+                {**report.to_json(), "version": new.version, "applied": applied, "logged": logged}, indent=2
+            )
+        )
     else:
         _print_gate(report, new.version, applied=applied)
+        if logged:
+            typer.echo(f"logged as {logged}; export it with `blackbox pact bundle {new.version} -o FILE`")
     if not applied:
         raise typer.Exit(1)
 
 
-def _read(rt: Any, ids: list[str], version: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The stored captures of ``ids`` through the access gate; the ids that could not be read."""
-    rows = decision_rows_by_id(rt.index, ids)
-    loaded: list[dict[str, Any]] = []
-    unreadable = [did for did in ids if did not in rows]
-    for did, row in rows.items():
-        try:
-            loaded.append(stored_capture(rt.blob_store, row, index_ids(rt.settings)))
-        except (BlackboxError, ValueError):
-            unreadable.append(did)
-    records = rt.gate.authorize_many(
-        rt.caller(f"pact apply {version}"), loaded, action="evaluate", detail=f"pact gate {version}"
-    )
-    allowed = [c for c, r in zip(loaded, records, strict=True) if r.outcome == "allowed"]
-    unreadable += [
-        str(c.get("decisionId")) for c, r in zip(loaded, records, strict=True) if r.outcome != "allowed"
-    ]
-    return allowed, sorted(unreadable)
+def bundle(
+    version: Annotated[str, typer.Argument(help="The applied version (pv_…).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the pact bundle (JSON).")],
+) -> None:
+    """Write the pact bundle of a version's latest apply: the signed version, the apply record and its
+    inclusion proof in the transparency log; `blackbox verify --bundle FILE --trust KEY --log-key VKEY`
+    checks it offline."""
+    from consumers.pacts.logged import export_pact_bundle
+
+    with open_runtime(existing_index=True) as rt:
+        document = export_pact_bundle(
+            version,
+            index=rt.index,
+            store=rt.blob_store,
+            prover=rt.bundle_prover(),
+            now=datetime.now(UTC),
+        )
+    try:
+        out.write_bytes(json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8") + b"\n")
+    except OSError as exc:
+        raise ContractError(f"cannot write the bundle: {exc}", path=str(out)) from exc
+    proof = document["transparency"]["proof"]
+    typer.echo(f"wrote {out}: {version}, leaf {proof['leafIndex']} of {proof['treeSize']}")
 
 
 def _print_gate(report: GateReport, version: str, *, applied: bool) -> None:
@@ -287,6 +244,9 @@ def record(
     since: Annotated[
         str | None, typer.Option("--since", help="Window start, ISO-8601 (default 30 days ago).")
     ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Window end (exclusive), ISO-8601 (default none).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """An agent's behavioural record: decisions, failures, violations per rule per 1,000, findings,
@@ -295,13 +255,17 @@ def record(
         start = parse_time(since) if since else datetime.now(UTC) - timedelta(days=30)
     except ValueError as exc:
         raise ContractError(f"not an ISO-8601 time: {since!r}", path="--since") from exc
+    try:
+        end = parse_time(until) if until else None
+    except ValueError as exc:
+        raise ContractError(f"not an ISO-8601 time: {until!r}", path="--until") from exc
     with open_runtime(existing_index=True) as rt:
-        result = agent_record(rt.index, agent, since=start)
+        result = agent_record(rt.index, agent, since=start, until=end)
     doc = result.to_json()
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
-    typer.echo(f"agent {agent} since {doc['since']}")
+    typer.echo(f"agent {agent} since {doc['since']}" + (f" until {doc['until']}" if "until" in doc else ""))
     for name in ("decisions", "consequential", "failures", "clean"):
         typer.echo(f"  {name:<14} {doc[name]}")
     typer.echo(f"  {'score':<14} {doc['score']}  ({doc['score_formula']})")
@@ -313,12 +277,14 @@ def record(
 
 def register(app: typer.Typer) -> None:
     pact_app = typer.Typer(
-        help="Pact sets as signed versions: propose, show, diff, history, apply.", no_args_is_help=True
+        help="Pact sets as signed versions: propose, show, diff, history, apply, bundle.",
+        no_args_is_help=True,
     )
     pact_app.command("propose")(propose)
     pact_app.command("show")(show)
     pact_app.command("diff")(diff)
     pact_app.command("history")(history)
     pact_app.command("apply")(apply)
+    pact_app.command("bundle")(bundle)
     app.add_typer(pact_app, name="pact")
     app.command("record")(record)

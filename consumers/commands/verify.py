@@ -4,6 +4,10 @@
   ``blackbox show ID --json`` (its ``capture``; a view without one says what is missing).
 - ``blackbox verify --bundle FILE --trust KEYFILE [--log-key VKEY]`` verifies an evidence bundle
   offline (:mod:`producers.evidence.bundle`): ``INCOMPLETE`` (exit 1) when it has no inclusion proof.
+  A pact bundle (``blackbox pact bundle``) is verified the same way (:mod:`consumers.pacts.bundle`):
+  ``--trust`` then holds the operator's pact key.
+- ``blackbox verify --record FILE --log-key VKEY`` verifies an agent's signed record (the audit API's
+  ``GET /v1/agents/ID/record``) offline against the service's key (:mod:`consumers.pacts.attestation`).
 - ``blackbox verify DECISION_ID`` checks the stored capture (one range GET) and its index rows,
   after the access gate has logged the read; a compacted decision verifies from its manifest.
 
@@ -25,6 +29,7 @@ import typer
 from consumers import terminal
 from consumers.app.runtime import open_runtime
 from consumers.app.settings import ServiceSettings, load_service_settings
+from consumers.pacts.bundle import PACT_BUNDLE_FORMAT
 from consumers.verify.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
 from producers.evidence import TrustStore, verify_capture
 from producers.evidence.bundle import read_json_object
@@ -60,6 +65,10 @@ def _verify_bundle(
         raise ContractError(
             "--bundle needs --trust KEYFILE (a trust store TOML or the signer's public key)", path="--trust"
         )
+    document = read_json_object(path, what="a bundle")
+    if document.get("bundleFormat") == PACT_BUNDLE_FORMAT:
+        _verify_pact_bundle(path, document, trust, log_key)
+        return
     code = run(
         path,
         trust,
@@ -70,6 +79,68 @@ def _verify_bundle(
     )
     if code:
         raise typer.Exit(code)
+
+
+def _verify_pact_bundle(path: Path, document: dict[str, Any], trust: Path, log_key: str | None) -> None:
+    from consumers.pacts.bundle import PactBundleInvalid, verify_pact_bundle
+    from producers.evidence.bundle import load_trust
+
+    name = terminal.clean(str(document.get("version") or path.name))
+    try:
+        report = verify_pact_bundle(document, load_trust(trust), log_key=_key_text(log_key))
+    except PactBundleInvalid as exc:
+        reason = str(exc).removeprefix(f"{exc.part}: ")
+        terminal.echo(
+            terminal.clean(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}")
+        )
+        raise typer.Exit(EXIT_NOT_VERIFIED) from exc
+    for line in report.lines():
+        terminal.echo(terminal.clean(line))
+    if not report.complete:
+        raise typer.Exit(EXIT_NOT_VERIFIED)
+
+
+def _verify_record(path: Path, log_key: str | None, trust: Path | None) -> None:
+    from consumers.pacts.attestation import RecordInvalid, verify_agent_record
+    from producers.evidence.bundle import load_trust
+    from producers.evidence.keys import public_key_from
+
+    envelope = read_json_object(path, what="a signed agent record")
+    if log_key is not None:
+        key: Any = _key_text(log_key)
+    elif trust is not None and not isinstance(load_trust(trust), TrustStore):
+        key = public_key_from(trust.read_bytes().strip())
+    else:
+        raise ContractError(
+            "--record needs --log-key VKEY (`blackbox log key` of the service that signed it) "
+            "or --trust PUBLIC_KEY_FILE",
+            path="--log-key",
+        )
+    try:
+        value = verify_agent_record(envelope, key)
+    except RecordInvalid as exc:
+        reason = str(exc).removeprefix(f"{exc.part}: ")
+        terminal.echo(
+            terminal.clean(f"NOT VERIFIED: {path.name} part={exc.part} ({type(exc).__name__}): {reason}")
+        )
+        raise typer.Exit(EXIT_NOT_VERIFIED) from exc
+    terminal.echo(
+        terminal.clean(
+            f"verified: record of {value.get('agent')} since {value.get('since')}, issued "
+            f"{value.get('issuedAt')} by {value.get('issuer')}: {value.get('decisions')} decisions, "
+            f"score {value.get('score')}"
+        )
+    )
+
+
+def _key_text(value: str | None) -> str | None:
+    """A log verifier key given as text, or as a file holding it (as the evidence bundle's ``--log-key``)."""
+    if value is None:
+        return None
+    path = Path(value)
+    if "+" not in value and path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    return value.strip()
 
 
 class _Echo:
@@ -140,10 +211,23 @@ def verify_command(
             help="With --bundle: how many --witness keys must have cosigned (default all).",
         ),
     ] = None,
+    signed_record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            help="An agent's signed record (GET /v1/agents/ID/record), verified offline with --log-key.",
+        ),
+    ] = None,
 ) -> None:
-    """Verify a capture's signature, key, content hashes and working-set root (or a whole evidence bundle)."""
-    if sum(x is not None for x in (decision_id, file, bundle)) != 1:
-        raise ContractError("give one of DECISION_ID, --file FILE.json or --bundle FILE", path="verify")
+    """Verify a capture's signature, key, content hashes and working-set root (or a whole evidence
+    bundle, a pact bundle, or an agent's signed record)."""
+    if sum(x is not None for x in (decision_id, file, bundle, signed_record)) != 1:
+        raise ContractError(
+            "give one of DECISION_ID, --file FILE.json, --bundle FILE or --record FILE", path="verify"
+        )
+    if signed_record is not None:
+        _verify_record(signed_record, log_key, trust_file)
+        return
     if bundle is not None:
         _verify_bundle(bundle, trust_file, log_key, list(witness or []), witness_quorum)
         return

@@ -97,17 +97,23 @@ def run_agent(
     start: datetime,
     seed: int = 11,
     progress: Callable[[int], None] | None = None,
+    prompt_version: str | None = None,
+    day_length: timedelta = timedelta(days=1),
 ) -> Iterator[DecisionRun]:
-    """Run ``decisions`` decisions spread evenly over ``days`` simulated days, recording each."""
+    """Run ``decisions`` decisions spread evenly over ``days`` simulated days, recording each.
+    ``prompt_version`` runs every day on that prompt (a fix shipped); ``day_length`` compresses a
+    simulated day (the demo's decisions after a pact change are the next minutes, not the next day)."""
     rng = random.Random(seed)
     model = ScriptedSupportModel(seed=seed)
     customers = sorted(world.customers)
     plan = schedule(days)
+    if prompt_version is not None:
+        plan = [SimulatedDay(d.day, prompt_version, d.canary_share) for d in plan]
     per_day = max(1, decisions // days)
     pending_flags: list[tuple[str, datetime]] = []
     for n in range(decisions):
         today = plan[min(days - 1, n // per_day)]
-        clock.now = start + timedelta(days=today.day, seconds=(n % per_day) * 86_400 / per_day)
+        clock.now = start + today.day * day_length + (n % per_day) * day_length / per_day
         customer = world.customers[rng.choice(customers)]
         template, is_refund = rng.choice(QUESTIONS)
         run = _one_decision(

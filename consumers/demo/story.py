@@ -1,4 +1,4 @@
-"""The demo, step by step: record → ingest → trends → replay → vary → bisect → conclusion.
+"""The demo, step by step: record → ingest → trends → replay → vary → bisect → pact → conclusion.
 
 Every step uses the real pipeline (Recorder, spool or Kafka, ingest, segments, ClickHouse index,
 the replay sandbox); only the model and the agent's world are simulated, exactly what replay
@@ -31,6 +31,7 @@ from consumers.demo.agent import (
     simulation_start,
     system_prompt,
 )
+from consumers.demo.loop import close_the_loop
 from consumers.demo.model import ScriptedSupportModel
 from consumers.demo.store import first_failed_capture
 from consumers.demo.world import World
@@ -68,6 +69,9 @@ class DemoResult:
     cleared: tuple[str, ...]
     bisect_first: str | None
     bisect_replays: int
+    pact_version: str | None = None  # the version the finding became, applied (None: its gate failed)
+    incidence_before: float = 0.0  # the agent's failed decisions per 1,000 before it was applied ...
+    incidence_after: float = 0.0  # ... and after
 
     def conclusion(self) -> str:
         cause = f"system prompt {self.bisect_first}"
@@ -80,6 +84,12 @@ class DemoResult:
             f"{' and '.join(self.implicated)} alone clears it, while {', '.join(self.cleared)} "
             f"change nothing (one value each, one run). Bisect over {', '.join(PROMPT_VERSIONS)} names {self.bisect_first} "
             f"in {self.bisect_replays} replays."
+            + (
+                f" Pact version {self.pact_version} now binds the agent: failures went from "
+                f"{self.incidence_before:.1f} per 1,000 decisions before it to {self.incidence_after:.1f} after."
+                if self.pact_version
+                else " The pact change did not pass its gate and was not applied."
+            )
         )
 
 
@@ -173,6 +183,32 @@ def run_demo(
             f"({bisect.replays} replays for {len(candidates)} candidates)."
         )
 
+        console.rule("[bold]6. Close the loop: the finding becomes a pact")
+        after_n = max(100, decisions // days)
+
+        def run_after(applied_at: datetime) -> None:
+            console.print(f"The fix ships (prompt v4.6): the agent's next {after_n} decisions.")
+            more = _record(
+                settings,
+                decisions=after_n,
+                days=1,
+                start=applied_at + timedelta(seconds=1),
+                console=console,
+                prompt_version="v4.6",
+                day_length=timedelta(minutes=10),
+            )
+            _ingest(rt, expected=after_n + sum(r.wrong_refund for r in more), console=console)
+
+        loop = close_the_loop(
+            rt,
+            agent_id=AGENT_ID,
+            worst_prompt=worst,
+            since=start,
+            replayer=replayer,
+            run_after=run_after,
+            console=console,
+        )
+
     result = DemoResult(
         data_dir=data_dir,
         decisions=decisions,
@@ -185,6 +221,9 @@ def run_demo(
         cleared=cleared,
         bisect_first=first,
         bisect_replays=bisect.replays,
+        pact_version=loop.version if loop.apply.applied else None,
+        incidence_before=_per_1000(loop.before.failures, loop.before.decisions),
+        incidence_after=_per_1000(loop.after.failures, loop.after.decisions),
     )
     console.rule("[bold]Conclusion")
     console.print(result.conclusion(), soft_wrap=True)
@@ -198,7 +237,13 @@ def run_demo(
         f"--vary system_prompt=v4.6\n"
         f"  blackbox probe {failed_id} --model-callable consumers.demo.model:ScriptedSupportModel "
         f"--sweep memory.truncate=0..16KB/1KB --sweep system_prompt=versions\n"
-        f"  blackbox report --out report.html"
+        f"  blackbox report --out report.html\n"
+        f"  blackbox record {AGENT_ID} --since {start.date()}\n"
+        + (
+            f"  blackbox pact bundle {result.pact_version} -o pact-bundle.json\n"
+            if result.pact_version
+            else ""
+        )
     )
     (data_dir / "prompt-v4.6.txt").write_text(system_prompt("v4.6"), encoding="utf-8")
     link, expires = console_link(data_dir)
@@ -223,6 +268,10 @@ def console_link(data_dir: Path, *, address: str = CONSOLE_ADDRESS) -> tuple[str
     return f"{address}/signin/link?code={code}", expires
 
 
+def _per_1000(count: int, n: int) -> float:
+    return 1000 * count / n if n else 0.0
+
+
 def _changed(row: Any) -> bool:
     return (
         bool(row.comparison is not None and row.comparison.changed) or row.result.replay_failure is not None
@@ -241,7 +290,14 @@ def _trust_new_key(settings: ServiceSettings) -> None:
 
 
 def _record(
-    settings: ServiceSettings, *, decisions: int, days: int, start: datetime, console: Console
+    settings: ServiceSettings,
+    *,
+    decisions: int,
+    days: int,
+    start: datetime,
+    console: Console,
+    prompt_version: str | None = None,
+    day_length: timedelta = timedelta(days=1),
 ) -> list:
     clock = SimClock(start)
     key_path = Path((settings.data_dir / "signing-key.path").read_text(encoding="utf-8"))
@@ -264,6 +320,8 @@ def _record(
                 days=days,
                 start=start,
                 progress=lambda n: progress.advance(task, n),
+                prompt_version=prompt_version,
+                day_length=day_length,
             )
         )
         if not recorder.close(timeout=120):

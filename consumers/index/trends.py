@@ -146,6 +146,28 @@ FROM (
     GROUP BY day{{by_group}}, rule
 )
 ORDER BY day, rule{{by_group}}""",
+    # the behavioural record per agent and day (consumers/pacts/record.py): clean = not failed and no
+    # pact violated; score = Wilson lower bound (z = 1.96: z² = 3.8416) of clean / decisions
+    "agent_record": f"""
+SELECT day, agent_id{{by_group}}, decisions, failures, violating, clean,
+       round((clean / decisions + 1.9208 / decisions
+              - 1.96 * sqrt((clean / decisions) * (1 - clean / decisions) / decisions
+                            + 0.9604 / (decisions * decisions)))
+             / (1 + 3.8416 / decisions), 4) AS score
+FROM (
+    SELECT toDate(captured_at) AS day, agent_id{{by_select}}, count() AS decisions,
+           countIf(failed_any) AS failures, countIf(decision_id IN violated) AS violating,
+           countIf(NOT failed_any AND decision_id NOT IN violated) AS clean
+    FROM decisions_current
+    WHERE {_TRUSTED}
+    GROUP BY day, agent_id{{by_group}}
+)
+ORDER BY day, agent_id{{by_group}}""",
+}
+# WITH for agent_record: the decisions of the range that violated a pact (evaluation errors are not)
+_WITH = {
+    "agent_record": "WITH violated AS (SELECT decision_id FROM pact_violations FINAL "
+    f"WHERE kind = 'violation' AND {_RANGE})\n",
 }
 
 
@@ -209,6 +231,13 @@ TRENDS: Mapping[str, Trend] = {
             ("day", "rule", "decisions", "violations", "errors", "incidence"),
             tuple(d for d in _DECISION_DIMS if d != "day"),
         ),
+        Trend(
+            "agent_record",
+            "The behavioural record per agent per day: decisions, failures, decisions violating a "
+            "pact, clean ones, and the score (Wilson lower bound of clean / decisions).",
+            ("day", "agent_id", "decisions", "failures", "violating", "clean", "score"),
+            tuple(d for d in _DECISION_DIMS if d not in ("day", "agent_id")),
+        ),
     )
 }
 
@@ -238,7 +267,7 @@ def trend_sql(name: str, by: str | None = None) -> str:
             "by_partition": f"PARTITION BY {by}",
             "by_first": f"{expr} AS {by}, " if expr != by else f"{by}, ",
         }
-    sql = _SQL[name]
+    sql = _WITH.get(name, "") + _SQL[name]
     for key, value in parts.items():
         sql = sql.replace("{" + key + "}", value)
     if name == "stop_reasons" and by is not None:

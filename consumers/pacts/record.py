@@ -58,6 +58,7 @@ class AgentRecord:
     findings: tuple[dict[str, Any], ...]
     gates: dict[str, int]
     pact_versions: tuple[dict[str, Any], ...]
+    until: datetime | None = None
 
     @property
     def score(self) -> float:
@@ -67,6 +68,7 @@ class AgentRecord:
         return {
             "agent": self.agent,
             "since": self.since.isoformat(),
+            **({"until": self.until.isoformat()} if self.until is not None else {}),
             "decisions": self.decisions,
             "consequential": self.consequential,
             "failures": self.failures,
@@ -84,11 +86,11 @@ def _per_1000(count: int, n: int) -> float:
     return round(1000 * count / n, 1) if n else 0.0
 
 
-def agent_record(index: Index, agent: str, *, since: datetime) -> AgentRecord:
-    """The record of ``agent`` from ``since`` on (module docstring)."""
+def agent_record(index: Index, agent: str, *, since: datetime, until: datetime | None = None) -> AgentRecord:
+    """The record of ``agent`` over ``[since, until)`` (no end when ``until`` is None; module docstring)."""
     from consumers.pacts.store import record_rows
 
-    rows = record_rows(index, agent, since=since)
+    rows = record_rows(index, agent, since=since, until=until)
     (head,) = rows["head"]
     violations, findings, runs = rows["violations"], rows["findings"], rows["runs"]
     n = int(head["n"])
@@ -117,15 +119,21 @@ def agent_record(index: Index, agent: str, *, since: datetime) -> AgentRecord:
             for r in findings
         ),
         gates={"passed": sum(1 for r in runs if not r["bad"]), "failed": sum(1 for r in runs if r["bad"])},
-        pact_versions=tuple(_versions_in_force(rows["applications"], agent, since)),
+        pact_versions=tuple(_versions_in_force(rows["applications"], agent, since, until)),
+        until=until,
     )
 
 
-def _versions_in_force(rows: list[dict[str, Any]], agent: str, since: datetime) -> list[dict[str, Any]]:
-    """Applied versions binding ``agent``: the one in force at ``since`` and every later apply."""
+def _versions_in_force(
+    rows: list[dict[str, Any]], agent: str, since: datetime, until: datetime | None
+) -> list[dict[str, Any]]:
+    """Applied versions binding ``agent``: the one in force at ``since`` and every later apply before ``until``."""
     out: list[dict[str, Any]] = []
+    end = until.replace(microsecond=until.microsecond // 1000 * 1000) if until is not None else None
     for row in rows:
-        at = as_utc(row["applied_at"])
+        at = as_utc(row["applied_at"])  # stored to the millisecond
+        if end is not None and at >= end:
+            break
         globs = str(row["agents"] or "*").split(",")
         entry = {
             "version": str(row["version"]),

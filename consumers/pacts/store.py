@@ -7,7 +7,7 @@ a batch that ingest runs again writes the same keys and the ReplacingMergeTree t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from consumers.index.engine import insert_rows
@@ -15,10 +15,13 @@ from consumers.pacts.evaluate import RuleResult
 
 if TYPE_CHECKING:
     from consumers.index import Index
+    from consumers.pacts.versions import PactVersion
 
 __all__ = [
     "FLAG_PREFIX",
+    "agent_known",
     "flag_reason",
+    "insert_version",
     "insert_violations",
     "pact_flag_row",
     "violation_rows",
@@ -86,16 +89,18 @@ def violations_of(index: Index, decision_ids: Sequence[str]) -> list[dict[str, A
     )
 
 
-def record_rows(index: Index, agent: str, *, since: datetime) -> dict[str, list[dict[str, Any]]]:
+def record_rows(
+    index: Index, agent: str, *, since: datetime, until: datetime | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """The rows behind an agent's record (:mod:`consumers.pacts.record`): ``head`` (one row: n,
-    consequential, failures, clean), ``violations``, ``findings``, ``runs`` and ``applications``."""
-    params = {"agent": agent, "since": since}
-    window = (
-        "agent_id = {agent:String} AND trust = 'verified' AND captured_at >= {since:DateTime64(3, 'UTC')}"
-    )
+    consequential, failures, clean), ``violations``, ``findings``, ``runs`` and ``applications``;
+    decisions captured in ``[since, until)`` (no end when ``until`` is None)."""
+    params = {"agent": agent, "since": since, "until": until or datetime(9999, 1, 1, tzinfo=UTC)}
+    captured = "captured_at >= {since:DateTime64(3, 'UTC')} AND captured_at < {until:DateTime64(3, 'UTC')}"
+    window = f"agent_id = {{agent:String}} AND trust = 'verified' AND {captured}"
     violated = (
         "SELECT decision_id FROM pact_violations FINAL WHERE kind = 'violation' "
-        "AND agent_id = {agent:String} AND captured_at >= {since:DateTime64(3, 'UTC')}"
+        f"AND agent_id = {{agent:String}} AND {captured}"
     )
     head = index.query(
         "SELECT count() AS n, countIf(consequential OR decision_id IN "
@@ -107,7 +112,7 @@ def record_rows(index: Index, agent: str, *, since: datetime) -> dict[str, list[
     violations = index.query(
         "SELECT rule, uniqExact(decision_id) AS decisions, groupUniqArray(pact_version) AS versions "
         "FROM pact_violations FINAL WHERE kind = 'violation' AND agent_id = {agent:String} "
-        "AND captured_at >= {since:DateTime64(3, 'UTC')} AND decision_id IN "
+        f"AND {captured} AND decision_id IN "
         f"(SELECT decision_id FROM decisions_current WHERE {window}) GROUP BY rule ORDER BY rule",
         params,
     )
@@ -119,7 +124,8 @@ def record_rows(index: Index, agent: str, *, since: datetime) -> dict[str, list[
     runs = index.query(
         "SELECT run_id, countIf(verdict LIKE 'regressed%' OR verdict LIKE 'not replayed%' "
         "OR verdict LIKE '%failing %') AS bad FROM replay_runs FINAL WHERE kind = 'regress' "
-        "AND agent_id = {agent:String} AND at >= {since:DateTime64(3, 'UTC')} GROUP BY run_id",
+        "AND agent_id = {agent:String} AND at >= {since:DateTime64(3, 'UTC')} "
+        "AND at < {until:DateTime64(3, 'UTC')} GROUP BY run_id",
         params,
     )
     applications = index.query(
@@ -135,6 +141,32 @@ def record_rows(index: Index, agent: str, *, since: datetime) -> dict[str, list[
         "runs": runs,
         "applications": applications,
     }
+
+
+def insert_version(index: Index, version: PactVersion) -> None:
+    """The ``pact_versions`` row of a proposed version (what ``pact history`` joins the applies to)."""
+    insert_rows(
+        index,
+        "pact_versions",
+        [
+            {
+                "version": version.version,
+                "content_hash": version.content_hash,
+                "parent": version.parent,
+                "author": version.author,
+                "reason": version.reason,
+                "agents": ",".join(version.book.agents),
+                "key_id": version.key_id,
+                "created_at": version.created_at,
+            }
+        ],
+    )
+
+
+def agent_known(index: Index, agent: str) -> bool:
+    """Whether the index holds any decision of ``agent`` (a record of an unknown agent is a 404)."""
+    rows = index.query("SELECT count() AS n FROM decisions WHERE agent_id = {agent:String}", {"agent": agent})
+    return bool(rows and int(rows[0]["n"]))
 
 
 def gate_candidates(index: Index, *, sample: int, binds: Any) -> tuple[set[str], list[str]]:

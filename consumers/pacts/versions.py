@@ -50,6 +50,9 @@ __all__ = [
     "load_version",
     "parse_pointer",
     "propose_version",
+    "signed_envelope",
+    "verify_record",
+    "version_id",
     "version_key",
     "write_applied",
 ]
@@ -133,7 +136,8 @@ def _record(
     }
 
 
-def _version_id(record: Mapping[str, Any]) -> str:
+def version_id(record: Mapping[str, Any]) -> str:
+    """``pv_`` + 24 hex of sha256 over the canonical record without its ``version``."""
     unsigned = {k: v for k, v in record.items() if k != "version"}
     return "pv_" + hashlib.sha256(canonical_json(unsigned, path="pact")).hexdigest()[:24]
 
@@ -169,22 +173,38 @@ def propose_version(
         created_at=now,
         agents=book.agents,
     )
-    record["version"] = _version_id(record)
+    record["version"] = version_id(record)
     envelope = sign_event(record, signer, payload_type=PAYLOAD_TYPE)
     store.put(version_key(record["version"]), json.dumps(envelope, sort_keys=True).encode("utf-8"))
     return _version(record, signer.key_id, book)
 
 
-def load_version(store: BlobStore, version: str, trust: TrustStore) -> PactVersion:
-    """The stored version, its signature verified and its hashes recomputed (:class:`PactVersionError`)."""
-    key = version_key(version)
+def signed_envelope(store: BlobStore, version: str) -> dict[str, Any]:
+    """The stored DSSE envelope of ``version``, as stored (not verified: :func:`load_version` does)."""
     try:
-        raw = store.get(key)
+        raw = store.get(version_key(version))
     except BlobNotFound:
         raise PactVersionError(f"no pact version {version} (see `blackbox pact history`)") from None
-    where = f"pact version {version}"
     try:
         envelope = json.loads(raw)
+    except ValueError as exc:
+        raise PactVersionError(f"pact version {version}: not a signed envelope: {exc}") from exc
+    if not isinstance(envelope, dict):
+        raise PactVersionError(f"pact version {version}: not a signed envelope")
+    return envelope
+
+
+def load_version(store: BlobStore, version: str, trust: TrustStore) -> PactVersion:
+    """The stored version, its signature verified and its hashes recomputed (:class:`PactVersionError`)."""
+    return verify_record(signed_envelope(store, version), version, trust)
+
+
+def verify_record(envelope: Mapping[str, Any], version: str, trust: TrustStore) -> PactVersion:
+    """The version inside ``envelope``, its signature verified against ``trust`` and its hashes
+    recomputed (:class:`PactVersionError` naming what failed). A stored version and one a pact bundle
+    carries are checked alike."""
+    where = f"pact version {version}"
+    try:
         payload, payload_type, signatures = open_envelope(envelope)
     except (ValueError, BlackboxError) as exc:
         raise PactVersionError(f"{where}: not a signed envelope: {exc}") from exc
@@ -196,7 +216,7 @@ def load_version(store: BlobStore, version: str, trust: TrustStore) -> PactVersi
     except (ValueError, KeyError, TypeError) as exc:
         raise PactVersionError(f"{where}: the record is malformed: {exc}") from exc
     key_id = _verified_key(signatures, payload, trust, created_at, where)
-    if record.get("version") != version or _version_id(record) != version:
+    if record.get("version") != version or version_id(record) != version:
         raise PactVersionError(f"{where}: the record does not hash to its version id (altered)")
     document = str(record.get("document", ""))
     expected = "sha256:" + hashlib.sha256(document.encode("utf-8")).hexdigest()

@@ -14,8 +14,10 @@ Checks, each failure a :class:`Finding` (the run goes on and reports them all):
    or was expired by retention (logged in ``deletions``), else ``missing-capture``; every verified
    decision has a leaf (``not-logged``). A decision logged twice is said plainly: a note when both
    leaves are identical (a redelivered capture; nothing is lost or changed), ``duplicate-leaf`` when
-   they differ. With ``shared`` (several ingest hosts, each with its own index, write one log) a leaf
-   whose decision this index does not hold is another index's: counted in a note, not a finding.
+   they differ. A leaf of an applied pact version (:mod:`.entries`) has no capture behind it: counted
+   in a note; a leaf of neither type is ``leaf-mismatch``. With ``shared`` (several ingest hosts, each
+   with its own index, write one log) a leaf whose decision this index does not hold is another
+   index's: counted in a note, not a finding.
 4. **time**: each checkpoint's RFC 3161 timestamp is for that note (and, given the TSA's roots,
    signed by it) (``timestamp``); a leaf whose ``capturedAt`` is later than the first checkpoint that
    includes it, by more than the skew, is ``captured-after-checkpoint`` (the checkpoint's time is
@@ -44,6 +46,7 @@ from producers.evidence.trust import parse_time
 from schemas.errors import BlackboxError, BlobNotFound, ProofInvalid, TransparencyLogError
 
 from .checkpoints import Published, history, latest
+from .entries import parse_pact_leaf
 from .frontier import Frontier, object_key
 from .store import decision_manifests, expired_ids, leaf_count, leaves_of, verified_ids
 from .tiles import WIDTH, TreeReader
@@ -229,11 +232,17 @@ def _captures(
     """Every leaf's decision is stored (or was expired) and matches; every verified decision is logged."""
     by_id: dict[str, tuple[int, bytes]] = {}
     repeats: list[str] = []
+    pacts = 0
     for i, leaf in enumerate(leaves):
         try:
             did = parse_leaf(leaf)["decisionId"]
         except ProofInvalid as exc:
-            yield Finding("leaf-mismatch", f"leaf {i}: {exc}")
+            try:
+                parse_pact_leaf(leaf)  # an applied pact version: its own entry type, no capture behind it
+            except ProofInvalid:
+                yield Finding("leaf-mismatch", f"leaf {i}: {exc}")
+            else:
+                pacts += 1
             continue
         first = by_id.setdefault(did, (i, leaf))
         if first[0] != i:
@@ -244,6 +253,8 @@ def _captures(
                     "duplicate-leaf",
                     f"decision {did} is logged twice with different leaves ({first[0]} and {i})",
                 )
+    if pacts:
+        notes.append(f"{pacts} leaves are applied pact versions (`blackbox pact bundle` exports one)")
     if repeats:
         notes.append(
             f"{len(repeats)} decisions are logged twice with identical leaves (a redelivered capture): "

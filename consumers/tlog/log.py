@@ -42,6 +42,7 @@ from producers.evidence.trust import parse_time
 from schemas.errors import LeaseHeld, ProofInvalid, TransparencyLogError, WriterFenced
 
 from .checkpoints import LogSigner, load_log_signer
+from .entries import pact_entry_key, parse_pact_leaf
 from .store import LeafRow, insert_leaves, leaf_count, logged_ids
 from .tiles import WIDTH, TreeReader
 from .witness import WitnessSetting, WitnessSubmitter
@@ -291,9 +292,19 @@ def catch_up(index: Index, store: BlobStore, prefix: str, size: int, *, now: dat
                 fields = parse_leaf(leaf)
                 captured = parse_time(fields["capturedAt"])
                 decision = fields["decisionId"]
-            except (ProofInvalid, ValueError):  # not a capture's leaf: kept, `log verify` names it
-                decision, captured = "", at
+            except (ProofInvalid, ValueError):
+                decision, captured = _other_entry(leaf, at)
             rows.append(LeafRow(position, decision, captured, leaf, at))
     for start in range(0, len(rows), 10_000):
         insert_leaves(index, rows[start : start + 10_000])
     return len(rows)
+
+
+def _other_entry(leaf: bytes, at: datetime) -> tuple[str, datetime]:
+    """The key and time of a leaf that is not a capture's: an applied pact version (:mod:`.entries`),
+    else ``''`` (kept; `log verify` names it)."""
+    try:
+        fields = parse_pact_leaf(leaf)
+        return pact_entry_key(fields["version"], fields["appliedAt"]), parse_time(fields["appliedAt"])
+    except (ProofInvalid, ValueError):
+        return "", at

@@ -12,7 +12,7 @@ from consumers.index.engine import insert_rows
 if TYPE_CHECKING:
     from consumers.index import Index
 
-__all__ = ["LeafRow", "insert_leaves", "leaf_count", "leaf_of", "leaves_of", "logged_ids"]
+__all__ = ["LeafRow", "entry_keys", "insert_leaves", "leaf_count", "leaf_of", "leaves_of", "logged_ids"]
 
 _CHUNK = 10_000
 
@@ -86,6 +86,16 @@ def leaf_of(index: Index, decision_id: str) -> LeafRow | None:
         {"id": decision_id},
     )
     return _row(rows[0]) if rows else None
+
+
+def entry_keys(index: Index, prefix: str) -> list[str]:
+    """The keys of the entries whose key starts with ``prefix`` (an applied pact version's), in log order."""
+    rows = index.query(
+        "SELECT decision_id FROM tlog_leaves FINAL WHERE startsWith(decision_id, {p:String}) "
+        "ORDER BY leaf_index",
+        {"p": prefix},
+    )
+    return [str(r["decision_id"]) for r in rows]
 
 
 def leaves_of(index: Index, *, start: int = 0, batch: int = 50_000) -> Iterator[LeafRow]:

@@ -281,6 +281,26 @@ def truth(
                     "incidence": kinds["violation"] / per_day[day],
                 }
             )
+    elif name == "agent_record":
+        from consumers.pacts.record import wilson_lower  # the record's own score, written down once
+
+        per_agent: dict[tuple[date, str], list[tuple[bool, bool]]] = defaultdict(list)
+        for c in rows:
+            violated = any(k == "violation" for _, k in fleet.pact_results.get(c["decisionId"], ()))
+            per_agent[(_ts(c).date(), c["agentId"])].append((failed(fleet, c), violated))
+        for (day, agent_id), marks in sorted(per_agent.items()):
+            clean = sum(1 for f, v in marks if not f and not v)
+            out.append(
+                {
+                    "day": day,
+                    "agent_id": agent_id,
+                    "decisions": len(marks),
+                    "failures": sum(1 for f, _ in marks if f),
+                    "violating": sum(1 for _, v in marks if v),
+                    "clean": clean,
+                    "score": wilson_lower(clean, len(marks)),
+                }
+            )
     elif name == "volume":
         vol: dict[tuple[date, str, str, str], list[int]] = defaultdict(list)
         for c in rows:
@@ -313,7 +333,7 @@ def capture_bytes(c: Mapping[str, Any]) -> int:
     return len(json.dumps(c, sort_keys=True).encode())
 
 
-RATE_KEYS = ("failure_rate", "error_rate", "share", "incidence")
+RATE_KEYS = ("failure_rate", "error_rate", "share", "incidence", "score")
 
 
 def assert_rows_match(got: Iterable[Mapping[str, Any]], want: Iterable[Mapping[str, Any]]) -> None:

@@ -48,3 +48,21 @@ def test_the_record_equals_a_hand_count(pact_world: PactWorld) -> None:
     assert empty["decisions"] == 0 and empty["score"] == 0.0
     bad = blackbox(["record", "agt_support", "--since", "yesterday"], env=pact_world.env(), ok=False)
     assert bad.returncode != 0 and "--since" in bad.stderr + bad.stdout and "Traceback" not in bad.stderr
+
+
+def test_the_agent_record_trend_sums_to_the_record_and_scores_each_day(pact_world: PactWorld) -> None:
+    env = pact_world.env()
+    doc = json.loads(
+        blackbox(["record", "agt_support", "--since", "2000-01-01T00:00:00Z", "--json"], env=env).stdout
+    )
+    rows = json.loads(
+        blackbox(
+            ["trends", "agent_record", "--since", "2000-01-01", "--until", "2100-01-01", "--json"], env=env
+        ).stdout
+    )
+    assert rows and {r["agent_id"] for r in rows} == {"agt_support"}
+    for name in ("decisions", "failures", "clean"):
+        assert sum(int(r[name]) for r in rows) == doc[name], name
+    assert sum(int(r["violating"]) for r in rows) == len(pact_world.wrong)  # the refund rule's violations
+    for r in rows:
+        assert r["score"] == pytest.approx(wilson_lower(int(r["clean"]), int(r["decisions"])), abs=1e-4)
