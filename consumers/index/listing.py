@@ -227,7 +227,8 @@ def list_decisions(
     """One page of the decisions matching ``flt`` and how many match in all.
 
     The page is read through a time window that starts one day wide at the page's edge and grows
-    eightfold until it holds a full page (or covers everything): the rows of ``decisions FINAL`` a
+    eightfold until it holds a full page (a window that would span more than a quarter of
+    what is left to search gives way to no window at all): the rows of ``decisions FINAL`` a
     window skips are never merged, and a window that holds ``limit + 1`` matches holds the first ones,
     because every row outside it lies beyond them in the page's order. Every version of a decision has
     the same ``captured_at`` (a sorting-key column), so a window never splits one. The count is read in
@@ -262,6 +263,8 @@ def list_decisions(
 
 WINDOW_FIRST = timedelta(days=1)
 WINDOW_GROWTH = 8
+# a window wider than a quarter of what is left to search saves too little over no window at all
+WINDOW_LAST_SHARE = 4
 
 
 def _windows(index: Index, flt: DecisionFilter, *, order: Order, after: str) -> list[datetime | None]:
@@ -281,13 +284,13 @@ def _windows(index: Index, flt: DecisionFilter, *, order: Order, after: str) -> 
     if order == "desc":
         start = min(x for x in (last, flt.until, cursor[0] if cursor else None) if x is not None)
         floor = max(first, flt.since) if flt.since else first
-        while start - width > floor:
+        while width * WINDOW_LAST_SHARE <= start - floor:
             edges.append(start - width)
             width *= WINDOW_GROWTH
     else:
         start = max(x for x in (first, flt.since, cursor[0] if cursor else None) if x is not None)
         ceiling = min(last, flt.until) if flt.until else last
-        while start + width < ceiling:
+        while width * WINDOW_LAST_SHARE <= ceiling - start:
             edges.append(start + width)
             width *= WINDOW_GROWTH
     return [*edges, None]

@@ -115,6 +115,6 @@ def test_the_windows_grow_from_the_page_edge_and_end_unbounded(
     widths = [edges[0] - edges[i] for i in range(1, len(edges) - 1)]  # type: ignore[operator]
     assert all(b > a for a, b in itertools.pairwise(widths))
     bounded = listing._windows(
-        index, DecisionFilter(since=START + timedelta(days=199)), order="desc", after=""
+        index, DecisionFilter(since=START + timedelta(days=197)), order="desc", after=""
     )
     assert bounded == [None]  # less than a day to search: no window
