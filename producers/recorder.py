@@ -309,7 +309,9 @@ class Recorder:
             agent_id=agent_id,
             runtime_id=runtime_id,
             signer=signer,
-            transport=transport or open_sender(settings, **(transport_options or {})),
+            transport=transport
+            if transport is not None
+            else open_sender(settings, **(transport_options or {})),
             blob_store=blob_store,
             policy=policy or CapturePolicy.from_settings(settings),
             max_message_bytes=settings.max_message_bytes,
