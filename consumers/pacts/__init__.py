@@ -7,11 +7,14 @@ every decision; ingest evaluates them on every verified capture. A violation fla
 recorded as an ``error`` row and counted, and ingest goes on. The ``pact_violations`` trend shows the
 incidence per rule per day. Replay and regress call :func:`evaluate` on replayed outputs.
 
-Module map (one concept each):
+Module map (one concept each). The rule language, the pact document and the signed version's format
+live in :mod:`producers.pacts`, because an agent's runtime evaluates ``consequential_when`` rules too
+and installs ``producers/`` alone:
 
 - :mod:`~producers.pacts.view` — the ``decision`` variable rules read (its fields are listed there)
 - :mod:`~producers.pacts.expression` — compile and check a CEL rule, run it on one view
 - :mod:`~producers.pacts.book` — the pact file: load, validate, refuse a rule that does not compile
+- :mod:`~producers.pacts.signed` — a version as a signed document: its id, its verification
 - :mod:`~consumers.pacts.evaluate` — every pact on one decision: violations and evaluation errors
 - :mod:`~consumers.pacts.store` — the SQL: ``pact_violations`` rows and the failure flag of a violation
 - :mod:`~consumers.pacts.versions` — pact sets as signed versions in the blob store, the applied pointer

@@ -391,3 +391,17 @@ def test_from_settings_reads_blackbox_pact_and_its_trust(
     capture = emitted(tmp_path)[did]
     assert capture["captureLevel"] == "full" and capture["pactVersion"] == version
     assert failures == []
+
+
+def test_the_runtime_side_never_imports_the_services_and_loads_cel_only_when_judging() -> None:
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "import producers.recorder, producers.pacts.source, producers.pacts.signed, producers.pacts.judge\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'consumers', 'cel', 'typer', 'chdb'}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
