@@ -446,6 +446,10 @@ class Codec:
                 f"no .avsc under schemas/ has it (known: {known})"
             )
         reader = self.latest[writer.kind]
+        if writer is self.written[writer.kind]:
+            # the latest adds only WRITTEN_WHEN_SET fields, left out when null: read it as written,
+            # with no schema resolution (the hot path, as before the latest existed)
+            reader = writer
         body = io.BytesIO(data)
         body.seek(_HEADER_LEN)
         try:
