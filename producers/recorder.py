@@ -269,6 +269,7 @@ class Recorder:
         self._next_token = 0
         self._flush_waiters = 0
         self._closed = False
+        self._pact: PactSource | None = None
         self._worker = threading.Thread(target=self._run, name=f"blackbox-recorder-{agent_id}", daemon=True)
         self._worker.start()
         self._pact = self._open_pact(pact, pact_trust, pact_refresh)
@@ -828,10 +829,14 @@ class Recorder:
         self._report(CaptureFailure(None, self.agent_id, "capture", "pact", error, partial=True))
 
     def _judge(self, capture: dict[str, Any], applied: AppliedVersion, *, owned: bool) -> dict[str, Any]:
-        capture, judgement = apply_pact(capture, applied, owned=owned)
-        if judgement.errors:
+        try:
+            judged, judgement = apply_pact(capture, applied, owned=owned)
+            errors = judgement.errors
+        except Exception as exc:  # a last line of defence: the capture goes on as the policy decides
+            judged, errors = capture, (("*", f"{type(exc).__name__}: {exc}"),)
+        if errors:
             decision_id = capture.get("decisionId")
-            details = "; ".join(f"{rule}: {detail}" for rule, detail in judgement.errors)
+            details = "; ".join(f"{rule}: {detail}" for rule, detail in errors)
             error = PactRuleFailed(
                 f"consequential_when rule(s) of {applied.version} could not be evaluated ({details})"
             )
@@ -845,7 +850,7 @@ class Recorder:
                     partial=True,
                 )
             )
-        return capture
+        return judged
 
     def _prepare_recorded(
         self,
