@@ -55,7 +55,7 @@ def encode_capture(capture: Mapping[str, Any]) -> bytes:
     core = native.core()
     if core is not None:
         writers = _writers
-        if any(capture.get(name) is not None for name in _WHEN_SET):
+        if isinstance(capture, Mapping) and any(capture.get(name) is not None for name in _WHEN_SET):
             writers = _latest_writers
         writer, header = writers(core)
         if writer is not None:
