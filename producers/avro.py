@@ -8,8 +8,8 @@ a lone surrogate, JSON deeper than it walks — and the codec then writes it, or
 cannot ask for the core itself, so the producer's pipeline asks here.
 
 :func:`decode` returns exactly :func:`schemas.codec.decode`'s value (proven in
-``tests/producers/native/test_native_avro_decode.py``) for captures written with the latest
-schema; the core declines (None) bytes it does not read exactly as the codec does — truncated,
+``tests/producers/native/test_native_avro_decode.py``) for captures written with the schema
+captures are written with by default (:data:`~schemas.codec.WRITTEN_SCHEMAS`) or the latest one; the core declines (None) bytes it does not read exactly as the codec does — truncated,
 trailing or invalid bytes, JSON text with ``NaN``/``Infinity``, an int beyond 64 bits, a lone
 surrogate — and every other kind or schema version goes to the codec, which resolves older
 writers and raises its own errors. Ingest decodes through here.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -31,9 +32,11 @@ _log = logging.getLogger("blackbox.native")
 _HEADER_LEN = len(codec.MAGIC) + 8
 
 
-def _new_writer(core: ModuleType) -> tuple[Any, bytes]:
-    """The core's capture writer (None when the schema needs the codec) and the header it writes."""
-    plan = codec.writer_plan("capture")
+def _new_writer(core: ModuleType, *, latest: bool = False) -> tuple[Any, bytes]:
+    """The core's capture writer (None when the schema needs the codec) and the header it writes:
+    the schema captures are written with by default, or with ``latest`` the one for a capture that
+    sets a :data:`~schemas.codec.WRITTEN_WHEN_SET` field (``pactVersion``)."""
+    plan = codec.writer_plan("capture", latest=latest)
     writer: Any = None
     try:
         writer = core.AvroWriter(plan.schema, list(plan.json_fields), dict(plan.converters), plan.pinned)
@@ -43,13 +46,18 @@ def _new_writer(core: ModuleType) -> tuple[Any, bytes]:
 
 
 _writers: native.PerCore[tuple[Any, bytes]] = native.PerCore(_new_writer)
+_latest_writers: native.PerCore[tuple[Any, bytes]] = native.PerCore(partial(_new_writer, latest=True))
+_WHEN_SET = tuple(codec.WRITTEN_WHEN_SET.get("capture", ()))
 
 
 def encode_capture(capture: Mapping[str, Any]) -> bytes:
     """Single-object Avro bytes of ``capture`` (see :func:`schemas.codec.encode_capture`)."""
     core = native.core()
     if core is not None:
-        writer, header = _writers(core)
+        writers = _writers
+        if isinstance(capture, Mapping) and any(capture.get(name) is not None for name in _WHEN_SET):
+            writers = _latest_writers
+        writer, header = writers(core)
         if writer is not None:
             data: bytes | None = writer.encode(capture, header)
             if data is not None:
@@ -57,9 +65,10 @@ def encode_capture(capture: Mapping[str, Any]) -> bytes:
     return codec.encode_capture(capture)
 
 
-def _new_reader(core: ModuleType) -> tuple[Any, bytes]:
-    """The core's capture reader (None when the schema needs the codec) and the header it reads."""
-    plan = codec.writer_plan("capture")
+def _new_reader(core: ModuleType, *, latest: bool = False) -> tuple[Any, bytes]:
+    """The core's capture reader (None when the schema needs the codec) and the header it reads:
+    the schema captures are written with by default, or with ``latest`` the latest one."""
+    plan = codec.writer_plan("capture", latest=latest)
     # What codec._capture_from_avro does besides parsing the JSON-text fields.
     converters = {("AgentConfiguration", "samplingParameters"): codec._sampling_from_avro}
     reader: Any = None
@@ -71,18 +80,25 @@ def _new_reader(core: ModuleType) -> tuple[Any, bytes]:
 
 
 _readers: native.PerCore[tuple[Any, bytes]] = native.PerCore(_new_reader)
+_latest_readers: native.PerCore[tuple[Any, bytes]] = native.PerCore(partial(_new_reader, latest=True))
 
 
 def decode(data: bytes | bytearray | memoryview) -> codec.Decoded:
     """Decode single-object bytes of any known kind and version (see :func:`schemas.codec.decode`)."""
     core = native.core()
     if core is not None and isinstance(data, bytes):
-        reader, header = _readers(core)
-        if reader is not None and data.startswith(header):
-            value: dict[str, Any] | None = reader.decode(data, _HEADER_LEN)
-            if value is not None:
-                return codec.Decoded(kind="capture", schema=_CAPTURE_SCHEMA, value=value)
+        for readers, schema in ((_readers, _CAPTURE_SCHEMA), (_latest_readers, _LATEST_SCHEMA)):
+            reader, header = readers(core)
+            if reader is not None and data.startswith(header):
+                value: dict[str, Any] | None = reader.decode(data, _HEADER_LEN)
+                if value is None:
+                    break
+                for name in _WHEN_SET:  # as the codec: a null one is left out
+                    if name in value and value[name] is None:
+                        del value[name]
+                return codec.Decoded(kind="capture", schema=schema, value=value)
     return codec.decode(data)
 
 
-_CAPTURE_SCHEMA = codec.LATEST_SCHEMAS["capture"].name
+_CAPTURE_SCHEMA = codec.writer_plan("capture").name
+_LATEST_SCHEMA = codec.writer_plan("capture", latest=True).name

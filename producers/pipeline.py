@@ -36,9 +36,10 @@ __all__ = ["Prepared", "Stage", "StageFailed", "prepare_capture", "prepare_flag"
 
 # "record": values the runtime gave could not be recorded as given (producers/unrecordable.py);
 # the capture was still made, with markers in their place. "flight": the flight recorder
-# (producers/flight.py) no longer held a flagged decision's content, or failure_when raised.
+# (producers/flight.py) no longer held a flagged decision's content, or failure_when raised. "pact":
+# the pact version given was refused, or a consequential_when rule failed on one decision.
 Stage = Literal[
-    "record", "queue", "build", "seal", "encode", "claim_check", "send", "delivery", "close", "flight"
+    "record", "queue", "build", "seal", "encode", "claim_check", "send", "delivery", "close", "flight", "pact"
 ]
 
 

@@ -57,6 +57,8 @@ from producers.flight import (
     FlightStats,
     failure_indicator,
 )
+from producers.pacts.judge import AppliedVersion, apply_pact
+from producers.pacts.source import PactSource
 from producers.pipeline import Prepared, Stage, StageFailed, as_blackbox, prepare_capture, prepare_flag
 from producers.policy import CapturePolicy
 from producers.privacy.protect import RedactMode, Redactor, RedactPatterns
@@ -66,14 +68,18 @@ from schemas.errors import (
     ContentNotHeld,
     ContractError,
     FailurePredicateFailed,
+    PactRefused,
+    PactRuleFailed,
     QueueFull,
     TransportError,
     Unrecordable,
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from producers.blobstore import BlobStore
-    from producers.evidence import Signer
+    from producers.evidence import Signer, TrustStore
     from producers.privacy.keys import Vault
     from producers.settings import BlackboxSettings
     from producers.transports import DeliveryFailed, Transport
@@ -113,6 +119,9 @@ class CaptureFailure:
     place of values that could not be recorded as given, which ``error`` names. ``partial=True``
     (stage ``flight``): nothing was lost either; a flag was sent but the flight recorder no longer
     held the content (:class:`ContentNotHeld`), or ``failure_when`` raised (:class:`FailurePredicateFailed`).
+    ``partial=True`` (stage ``pact``): nothing was lost; the pact version given was refused
+    (:class:`PactRefused`, no decision id), or a ``consequential_when`` rule could not be evaluated on
+    one decision (:class:`PactRuleFailed`).
     """
 
     decision_id: str | None
@@ -123,7 +132,9 @@ class CaptureFailure:
     partial: bool = False
 
     def __str__(self) -> str:
-        if self.stage == "flight":
+        if self.stage == "pact" and self.decision_id is None:
+            return f"pact: {self.error}"
+        if self.stage in ("flight", "pact"):
             return f"{self.kind} {self.decision_id}: {self.error}"
         if self.partial:
             return f"{self.kind} {self.decision_id} recorded with unrecordable values replaced: {self.error}"
@@ -183,6 +194,15 @@ class Recorder:
     expressions, or a mapping kind -> expression) match; the original parts are kept sealed under a
     per-decision data key in ``vault`` (``from_settings`` wires the key file and the blob store;
     without a vault the originals are not kept).
+
+    ``pact``: where the operator keeps the pact version this agent is judged by (a file path or an
+    ``http(s)://`` URL of a signed version document, :mod:`producers.pacts.source`), verified against
+    ``pact_trust`` (a trust store, a trust store file or a public key file: the operator's pact key(s))
+    and read again every ``pact_refresh`` seconds, always off the agent's thread. A routine decision
+    one of its ``consequential_when`` rules matches is captured in full, consequential, the rule named
+    in the reason; every capture made while the version binds the agent records it (``pactVersion``).
+    A version that cannot be used is refused through ``on_error`` (stage ``pact``) and the agent runs
+    on, judged by the version it had (or none). Needs the CEL engine, ``agent-blackbox[pacts]``.
     """
 
     def __init__(
@@ -208,6 +228,9 @@ class Recorder:
         redact: RedactMode = "builtin",
         redact_patterns: RedactPatterns | None = None,
         vault: Vault | None = None,
+        pact: str | Path | PactSource | None = None,
+        pact_trust: TrustStore | str | Path | None = None,
+        pact_refresh: float = 60.0,
     ) -> None:
         self.agent_id = agent_id
         self.runtime_id = runtime_id
@@ -246,8 +269,10 @@ class Recorder:
         self._next_token = 0
         self._flush_waiters = 0
         self._closed = False
+        self._pact: PactSource | None = None
         self._worker = threading.Thread(target=self._run, name=f"blackbox-recorder-{agent_id}", daemon=True)
         self._worker.start()
+        self._pact = self._open_pact(pact, pact_trust, pact_refresh)
         _LIVE.add(self)
 
     @classmethod
@@ -285,11 +310,13 @@ class Recorder:
             agent_id=agent_id,
             runtime_id=runtime_id,
             signer=signer,
-            transport=transport or open_sender(settings, **(transport_options or {})),
+            transport=transport
+            if transport is not None
+            else open_sender(settings, **(transport_options or {})),
             blob_store=blob_store,
             policy=policy or CapturePolicy.from_settings(settings),
             max_message_bytes=settings.max_message_bytes,
-            **{"flight": FlightPolicy.from_settings(settings), **options},
+            **{"flight": FlightPolicy.from_settings(settings), **_pact_options(settings), **options},
         )
 
     # --- the runtime's side ----------------------------------------------------------------------
@@ -474,6 +501,11 @@ class Recorder:
 
     # --- lifecycle -----------------------------------------------------------------------------
     @property
+    def pact(self) -> PactSource | None:
+        """Where the pact version comes from (``pact.current``: the version in force), or None."""
+        return self._pact
+
+    @property
     def stats(self) -> RecorderStats:
         with self._lock:
             return RecorderStats(
@@ -517,6 +549,8 @@ class Recorder:
             self._closed = True
             failed_before = self._failed
         _LIVE.discard(self)
+        if self._pact is not None:
+            self._pact.close()
         self.flush(timeout)
         while True:  # make room for the stop marker; what we pop was never processed
             try:
@@ -768,6 +802,56 @@ class Recorder:
             )
             return None
 
+    # --- the pact's consequential_when rules (producers/pacts/) -------------------------------
+    def _open_pact(
+        self, pact: str | Path | PactSource | None, trust: TrustStore | str | Path | None, refresh: float
+    ) -> PactSource | None:
+        if pact is None:
+            return None
+        if isinstance(pact, PactSource):
+            source = pact
+        elif trust is None:
+            self._pact_refused(
+                PactRefused(
+                    f"pact {pact} given without pact_trust (the operator's pact key or trust store): a "
+                    "version is only used once verified against it; judged by no pact"
+                )
+            )
+            return None
+        else:
+            source = PactSource(
+                pact, trust=trust, agent_id=self.agent_id, on_refused=self._pact_refused, refresh=refresh
+            )
+        source.start()  # reads and verifies on its own thread, never this one
+        return source
+
+    def _pact_refused(self, error: PactRefused) -> None:
+        self._report(CaptureFailure(None, self.agent_id, "capture", "pact", error, partial=True))
+
+    def _judge(self, capture: dict[str, Any], applied: AppliedVersion, *, owned: bool) -> dict[str, Any]:
+        try:
+            judged, judgement = apply_pact(capture, applied, owned=owned)
+            errors = judgement.errors
+        except Exception as exc:  # a last line of defence: the capture goes on as the policy decides
+            judged, errors = capture, (("*", f"{type(exc).__name__}: {exc}"),)
+        if errors:
+            decision_id = capture.get("decisionId")
+            details = "; ".join(f"{rule}: {detail}" for rule, detail in errors)
+            error = PactRuleFailed(
+                f"consequential_when rule(s) of {applied.version} could not be evaluated ({details})"
+            )
+            self._report(
+                CaptureFailure(
+                    decision_id if isinstance(decision_id, str) else None,
+                    self.agent_id,
+                    "capture",
+                    "pact",
+                    error,
+                    partial=True,
+                )
+            )
+        return judged
+
     def _prepare_recorded(
         self,
         build: Callable[[], dict[str, Any]],
@@ -827,6 +911,10 @@ class Recorder:
             self._settle(False, CaptureFailure(decision_id, self.agent_id, kind, "send", as_blackbox(exc)))
 
     def _prepare(self, capture: dict[str, Any], *, owned: bool) -> Prepared:
+        pact = self._pact
+        applied = None if pact is None else pact.current
+        if applied is not None and applied.binds:
+            capture = self._judge(capture, applied, owned=owned)
         flight = self._flight
         if flight is not None:
             capture = self._fire_on_failure(capture, flight, owned=owned)
@@ -877,6 +965,13 @@ class Recorder:
                 self._on_error_raised += 1
             with contextlib.suppress(Exception):  # not even logging may raise into the agent
                 log.exception("recorder on_error callback raised")
+
+
+def _pact_options(settings: BlackboxSettings) -> dict[str, Any]:
+    """The pact settings as Recorder keywords (none when ``BLACKBOX_PACT`` is unset)."""
+    if not settings.pact:
+        return {}
+    return {"pact": settings.pact, "pact_trust": settings.pact_trust, "pact_refresh": settings.pact_refresh}
 
 
 def _describe(item: Any) -> tuple[Literal["capture", "flag"], str | None]:

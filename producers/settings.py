@@ -63,6 +63,14 @@ class BlackboxSettings(NativeSettings):
     flight_spill_dir: Path | None = Field(
         None, description="Hold the content in files here instead of memory (unencrypted, at rest)."
     )
+    # the agent's pact (producers/pacts/source.py): its consequential_when rules choose full capture
+    pact: str | None = Field(
+        None, description="File path or http(s) URL of the signed pact version this agent is judged by."
+    )
+    pact_trust: Path | None = Field(
+        None, description="The operator's pact key(s): a trust store file (.toml) or a public key file."
+    )
+    pact_refresh: float = Field(60.0, gt=0, description="Seconds between two reads of the pact version.")
 
     # blob store
     blob: Literal["local", "s3"] = "local"

@@ -4,9 +4,13 @@ Wire format (Avro specification, "Single object encoding")::
 
     C3 01 | 8-byte little-endian CRC-64-AVRO fingerprint of the writer schema | Avro binary body
 
-Writers always use the latest schema of a kind. :func:`decode` finds the writer schema by its
-fingerprint among every ``.avsc`` file under ``schemas/`` (all versions), reads the body into the
-latest schema of the same kind (Avro schema resolution) and returns the JSON form.
+Writers use the latest schema of a kind, with one exception (:data:`WRITTEN_WHEN_SET`): top-level
+fields the latest schema added that a value sets only sometimes (a capture's ``pactVersion``). A value
+that leaves them all null is written with the schema before, byte for byte as before they existed,
+so readers that predate them read it; :func:`decode` leaves such a field out of the JSON form when it
+is null. :func:`decode` finds the writer schema by its fingerprint among every ``.avsc`` file under
+``schemas/`` (all versions), reads the body into the latest schema of the same kind (Avro schema
+resolution) and returns the JSON form.
 
 This is the hot path (thousands of captures per second per core), so it never goes through
 pydantic: the JSON form maps 1:1 onto the Avro records (same names, same order) and only the
@@ -24,7 +28,8 @@ big integers come back identical. Integers above Python's int/str conversion lim
 are refused.
 
 The decoded capture is the *full* JSON form: every field present, an absent optional value as
-``null`` (``samplingParameters`` keeps exactly the keys it had). A JSON-valued content part whose
+``null`` (``samplingParameters`` keeps exactly the keys it had), except a null field of
+:data:`WRITTEN_WHEN_SET`, which is left out. A JSON-valued content part whose
 value is JSON ``null`` is indistinguishable from absent content.
 """
 
@@ -48,6 +53,8 @@ __all__ = [
     "KNOWN_SCHEMAS",
     "LATEST_SCHEMAS",
     "MAGIC",
+    "WRITTEN_SCHEMAS",
+    "WRITTEN_WHEN_SET",
     "Codec",
     "Decoded",
     "EncodeError",
@@ -63,6 +70,12 @@ __all__ = [
 ]
 
 Kind = Literal["capture", "flag", "claim_check"]
+
+WRITTEN_WHEN_SET: Mapping[str, frozenset[str]] = MappingProxyType({"capture": frozenset({"pactVersion"})})
+"""Per kind, top-level fields written only by a value that sets one of them. When the latest schema of
+the kind adds exactly (some of) these fields to the version before it, a value leaving them null is
+written with that version: capture/v4 added ``pactVersion``, and a capture judged under no pact is
+still capture/v3, byte for byte (the TypeScript SDK's vectors, readers that know only v3)."""
 
 MAGIC = b"\xc3\x01"
 _HEADER_LEN = len(MAGIC) + 8
@@ -355,38 +368,66 @@ class Codec:
     def __init__(self, schemas: Mapping[str, SchemaInfo], *, compiled: bool = True) -> None:
         self.known: Mapping[str, SchemaInfo] = MappingProxyType(dict(schemas))
         self.latest: Mapping[str, SchemaInfo] = MappingProxyType(latest_by_kind(schemas))
+        self.written: Mapping[str, SchemaInfo] = MappingProxyType(
+            {kind: _written_by_default(schemas, info) for kind, info in self.latest.items()}
+        )
+        """The schema a value of each kind is written with unless it sets a :data:`WRITTEN_WHEN_SET` field."""
+        self._when_set = {
+            kind: tuple(WRITTEN_WHEN_SET[kind])
+            for kind, info in self.latest.items()
+            if self.written[kind] is not info
+        }
         self._by_fingerprint = {info.fingerprint: info for info in schemas.values()}
-        self._headers = {kind: MAGIC + info.fingerprint for kind, info in self.latest.items()}
-        self._writers: dict[str, Writer] = {}
+        self._writers: dict[str, tuple[bytes, SchemaInfo, Writer | None]] = {}
+        self._full_writers: dict[str, tuple[bytes, SchemaInfo, Writer | None]] = {}
         for kind, info in self.latest.items():
-            if not compiled or kind not in _TO_AVRO:
-                continue
-            with contextlib.suppress(UnsupportedSchema):  # fastavro handles it, only slower
-                self._writers[kind] = compile_writer(info.parsed, converters=_CONVERTERS.get(kind))
+            self._full_writers[kind] = (MAGIC + info.fingerprint, info, self._compile(kind, info, compiled))
+            base = self.written[kind]
+            self._writers[kind] = (
+                self._full_writers[kind]
+                if base is info
+                else (MAGIC + base.fingerprint, base, self._compile(kind, base, compiled))
+            )
+
+    @staticmethod
+    def _compile(kind: str, info: SchemaInfo, compiled: bool) -> Writer | None:
+        if not compiled or kind not in _TO_AVRO:
+            return None
+        with contextlib.suppress(UnsupportedSchema):  # fastavro handles it, only slower
+            return compile_writer(info.parsed, converters=_CONVERTERS.get(kind))
+        return None
 
     def encode(self, kind: str, value: Mapping[str, Any]) -> bytes:
-        writer = self._writers.get(kind)
+        if kind not in self._writers:
+            raise EncodeError(f"unknown kind {kind!r}; known: {sorted(self._writers)}")
         try:
+            header, info, writer = self._choose(kind, value)
+            if kind in self._when_set and info is self.written[kind]:
+                value = self._without_null_when_set(kind, value)
             if writer is not None:
-                out = bytearray(self._headers[kind])
+                out = bytearray(header)
                 writer(value, out)
                 return bytes(out)
-            return self._encode_with_fastavro(kind, value)
+            buffer = io.BytesIO()
+            buffer.write(header)
+            schemaless_writer(buffer, info.parsed, _TO_AVRO[kind](value), strict_allow_default=True)
+            return buffer.getvalue()
         except EncodeError:
             raise
         except Exception as exc:  # json and the writers raise a zoo of types; say where instead
             raise _explain(kind, value, exc) from exc
 
-    def _encode_with_fastavro(self, kind: str, value: Mapping[str, Any]) -> bytes:
-        try:
-            header = self._headers[kind]
-            to_avro = _TO_AVRO[kind]
-        except KeyError:
-            raise EncodeError(f"unknown kind {kind!r}; known: {sorted(self._headers)}") from None
-        buffer = io.BytesIO()
-        buffer.write(header)
-        schemaless_writer(buffer, self.latest[kind].parsed, to_avro(value), strict_allow_default=True)
-        return buffer.getvalue()
+    def _choose(self, kind: str, value: Mapping[str, Any]) -> tuple[bytes, SchemaInfo, Writer | None]:
+        when_set = self._when_set.get(kind)
+        if when_set is not None and any(value.get(name) is not None for name in when_set):
+            return self._full_writers[kind]
+        return self._writers[kind]
+
+    def _without_null_when_set(self, kind: str, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        when_set = self._when_set[kind]
+        if any(name in value for name in when_set):  # present but null: the older schema has no slot
+            return {key: item for key, item in value.items() if key not in when_set}
+        return value
 
     def decode(self, data: bytes | bytearray | memoryview) -> Decoded:
         if not isinstance(data, bytes):
@@ -405,6 +446,10 @@ class Codec:
                 f"no .avsc under schemas/ has it (known: {known})"
             )
         reader = self.latest[writer.kind]
+        if writer is self.written[writer.kind]:
+            # the latest adds only WRITTEN_WHEN_SET fields, left out when null: read it as written,
+            # with no schema resolution (the hot path, as before the latest existed)
+            reader = writer
         body = io.BytesIO(data)
         body.seek(_HEADER_LEN)
         try:
@@ -419,9 +464,34 @@ class Codec:
             if reader is not writer:
                 datum = _reader_order(datum, reader.parsed, {})
             value = _FROM_AVRO.get(writer.kind, _identity)(cast(dict[str, Any], datum))
+            for name in self._when_set.get(writer.kind, ()):
+                if name in value and value[name] is None:
+                    del value[name]
         except Exception as exc:
             raise DecodeError(f"invalid {writer.name} content: {type(exc).__name__}: {exc}") from exc
         return Decoded(kind=cast(Kind, writer.kind), schema=writer.name, value=value)
+
+
+def _written_by_default(schemas: Mapping[str, SchemaInfo], latest: SchemaInfo) -> SchemaInfo:
+    """The version before ``latest`` when ``latest`` only adds :data:`WRITTEN_WHEN_SET` fields to it
+    at the top level, else ``latest`` itself."""
+    optional = WRITTEN_WHEN_SET.get(latest.kind)
+    previous = next(
+        (
+            info
+            for info in schemas.values()
+            if info.kind == latest.kind and info.version == latest.version - 1
+        ),
+        None,
+    )
+    if not optional or previous is None:
+        return latest
+    names = [field["name"] for field in latest.raw["fields"]]
+    before = [field["name"] for field in previous.raw["fields"]]
+    added = [name for name in names if name not in before]
+    if added and set(added) <= optional and [name for name in names if name in before] == before:
+        return previous
+    return latest
 
 
 def _explain(kind: str, value: Any, exc: Exception) -> EncodeError:
@@ -449,16 +519,21 @@ LATEST_SCHEMAS: Mapping[str, SchemaInfo] = _DEFAULT.latest
 """The schema each kind is written with (and read into), by kind."""
 
 
+WRITTEN_SCHEMAS: Mapping[str, SchemaInfo] = _DEFAULT.written
+"""The schema each kind is written with unless a value sets a :data:`WRITTEN_WHEN_SET` field."""
+
+
 def fingerprint(kind: str) -> bytes:
-    """The 8-byte fingerprint written for ``kind`` (its latest schema)."""
+    """The 8-byte fingerprint written for ``kind`` (:data:`WRITTEN_SCHEMAS`)."""
     try:
-        return LATEST_SCHEMAS[kind].fingerprint
+        return WRITTEN_SCHEMAS[kind].fingerprint
     except KeyError:
         raise KeyError(f"unknown kind {kind!r}; known: {sorted(LATEST_SCHEMAS)}") from None
 
 
 def encode_capture(capture_json: Mapping[str, Any]) -> bytes:
-    """Single-object Avro bytes of a capture in JSON form (latest capture schema).
+    """Single-object Avro bytes of a capture in JSON form (latest capture schema, or the one before
+    when the capture sets no :data:`WRITTEN_WHEN_SET` field).
 
     Raises :class:`EncodeError` (a SerializationError) naming the field when the capture cannot
     be stored losslessly (missing required field, wrong type, unknown key, NaN, ...).
@@ -482,18 +557,23 @@ class WriterPlan:
     """
 
     header: bytes
+    name: str
     schema: Any
     json_fields: tuple[tuple[str, str], ...]
     converters: Mapping[tuple[str, str], Callable[[Any], Any]]
     pinned: dict[int, tuple[Any, str]]
 
 
-def writer_plan(kind: str) -> WriterPlan:
-    """The :class:`WriterPlan` of ``kind`` (its latest schema)."""
+def writer_plan(kind: str, *, latest: bool = False) -> WriterPlan:
+    """The :class:`WriterPlan` of ``kind``: the schema it is written with by default
+    (:data:`WRITTEN_SCHEMAS`), or with ``latest`` its latest schema (for values that set a
+    :data:`WRITTEN_WHEN_SET` field)."""
     converters = _CONVERTERS.get(kind, {})
+    info = (LATEST_SCHEMAS if latest else WRITTEN_SCHEMAS)[kind]
     return WriterPlan(
-        header=MAGIC + fingerprint(kind),
-        schema=LATEST_SCHEMAS[kind].parsed,
+        header=MAGIC + info.fingerprint,
+        name=info.name,
+        schema=info.parsed,
         json_fields=tuple(key for key, convert in converters.items() if convert is _json_text),
         converters=MappingProxyType({k: f for k, f in converters.items() if f is not _json_text}),
         pinned=_PINNED,

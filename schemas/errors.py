@@ -49,6 +49,17 @@ class FailurePredicateFailed(BlackboxError):
     policy decided."""
 
 
+class PactRefused(BlackboxError):
+    """The pact version the runtime was given cannot be used (unreadable, unsigned or signed by a key
+    the operator's pact trust does not hold, altered, a rule that does not compile, no CEL engine); the
+    runtime keeps judging by the version it had, or by none. The message says which and why."""
+
+
+class PactRuleFailed(BlackboxError):
+    """A ``consequential_when`` rule could not be evaluated on one decision; the other rules still ran
+    and the decision was captured as they and the capture policy decided."""
+
+
 class SerializationError(BlackboxError):
     """A record could not be encoded to Avro."""
 

@@ -127,6 +127,8 @@ Id = Annotated[str, StringConstraints(min_length=1), AfterValidator(_utf8)]
 Timestamp = Annotated[str, AfterValidator(_timestamp)]
 """ISO-8601 with an offset, kept verbatim (the string, not a datetime)."""
 Hash = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+PactVersionId = Annotated[str, StringConstraints(pattern=r"^pv_[0-9a-f]{24}$")]
+"""A pact version's id (``producers.pacts.signed``): ``pv_`` + 24 lowercase hex digits."""
 JsonValue = Annotated[Any, AfterValidator(_json_value)]
 """Any JSON value, kept as given (key order, -0.0, big ints)."""
 Number = Annotated[float, PlainValidator(_number)]
@@ -426,6 +428,15 @@ class Capture(_JsonForm):
     replay_policy: ReplayPolicy
     privacy: Privacy | None = None
     signature: Signature
+    # capture/v4: the pact version the runtime judged the decision under (null: none bound the agent)
+    pact_version: PactVersionId | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form; ``pactVersion`` only when set (as :func:`schemas.codec.decode`)."""
+        value = super().to_json()
+        if value.get("pactVersion") is None:
+            value.pop("pactVersion", None)
+        return value
 
 
 # --- events ---------------------------------------------------------------------------------------

@@ -40,6 +40,9 @@ def test_the_base_dependencies_are_the_sdk_and_the_server_extra_has_the_rest() -
         "phonenumberslite",  # redaction at capture confirms phone numbers (producers.privacy)
     }
     assert extras["presidio"] == ["presidio-analyzer==2.2.366"]
+    # a runtime judging by its pact needs only the CEL engine, pinned as the server has it
+    assert extras["pacts"] == ["common-expression-language==0.10.0"]
+    assert set(extras["pacts"]) <= set(extras["server"])
     assert {_distribution(r) for r in extras["s3"]} == {"minio"}
     server = {_distribution(r) for r in extras["server"]}
     assert "agent-blackbox" in server  # server includes the s3 extra

@@ -2,7 +2,7 @@
 
 - ``finding add NAME --rule CEL [--from-replay RUN_ID] [--decision ID]... [--description TEXT]``
   evaluates the rule (true on a decision that shows the problem; the ``decision`` view of
-  :mod:`consumers.pacts.view`) on the decisions named and those the replay run replayed, and pins
+  :mod:`producers.pacts.view`) on the decisions named and those the replay run replayed, and pins
   the ones it matches; the others are listed with the reason;
 - ``finding list`` the findings and the size of each suite; ``finding show NAME`` one finding and its
   pinned decisions (``--json`` on both);

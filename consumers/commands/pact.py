@@ -4,6 +4,8 @@
   document with the operator key (``--key`` or ``BLACKBOX_PACT_KEY``; its public key must be in the
   trust store) and stores it as a new version whose parent is the applied one; nothing is applied;
 - ``pact show VERSION [--json]`` one version, verified, with its document;
+- ``pact export VERSION|applied [--out FILE]`` the signed version document, verified, as an agent's
+  Recorder reads it (``BLACKBOX_PACT``: the file, or a URL serving it);
 - ``pact diff A B`` a unified diff of two versions' documents;
 - ``pact history [--agent ID] [--json]`` every version (those binding ``ID``), oldest first, with
   which one is applied;
@@ -41,6 +43,7 @@ from consumers.pacts.versions import (
     list_versions,
     load_version,
     propose_version,
+    version_key,
 )
 from producers.evidence import TrustStore, load_signer
 from producers.evidence.trust import format_time, parse_time
@@ -121,6 +124,31 @@ def show(
     typer.echo(f"{'hash':>10}: {v.content_hash}")
     typer.echo("")
     typer.echo(v.document.rstrip("\n"))
+
+
+def export(
+    version: Annotated[str, typer.Argument(help="The version id (pv_…), or 'applied' for the applied one.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the document here (replaced atomically).")
+    ] = None,
+) -> None:
+    """The signed version document, verified first, for an agent's Recorder (BLACKBOX_PACT)."""
+    with open_runtime() as rt:
+        if version == "applied":
+            pointer = applied_pointer(rt.blob_store)
+            if pointer is None:
+                raise PactVersionError("no pact version is applied yet (see `blackbox pact apply`)")
+            version = pointer.version
+        load_version(rt.blob_store, version, _trust(rt))  # refuse to hand out what does not verify
+        raw = rt.blob_store.get(version_key(version))
+    if out is None:
+        typer.echo(raw.decode("utf-8"))
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(raw)
+    os.replace(temporary, out)  # a Recorder reading the file sees the old document or the new one
+    typer.echo(f"exported {version} to {out}")
 
 
 def diff(
@@ -277,11 +305,12 @@ def record(
 
 def register(app: typer.Typer) -> None:
     pact_app = typer.Typer(
-        help="Pact sets as signed versions: propose, show, diff, history, apply, bundle.",
+        help="Pact sets as signed versions: propose, show, export, diff, history, apply, bundle.",
         no_args_is_help=True,
     )
     pact_app.command("propose")(propose)
     pact_app.command("show")(show)
+    pact_app.command("export")(export)
     pact_app.command("diff")(diff)
     pact_app.command("history")(history)
     pact_app.command("apply")(apply)

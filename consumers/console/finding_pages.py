@@ -145,7 +145,7 @@ def rule_preview(console: Console, who: Who, *, rule: str, candidates: Sequence[
     matches. Every capture is read through the gate (action ``evaluate``, in the access log)."""
     from consumers.findings.captures import evaluate_stored
     from consumers.findings.store import decision_rows_by_id, window_rows
-    from consumers.pacts.expression import Rule, check_rule
+    from producers.pacts.expression import Rule, check_rule
 
     compiled = Rule(name="preview", source=rule.strip())
     try:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumers.access import AccessGate, Caller
-from consumers.pacts.expression import Rule, RuleError, run_rule
-from consumers.pacts.view import decision_view
 from consumers.privacy.ids import IndexIds
 from consumers.privacy.manifest import signed_manifest
 from consumers.storage.reader import read_stored
 from producers.blobstore import BlobStore
+from producers.pacts.expression import Rule, RuleError, run_rule
+from producers.pacts.view import decision_view
 from schemas.codec import decode
 from schemas.errors import BlackboxError
 

@@ -25,9 +25,9 @@ from consumers.findings.record import FindingError
 from consumers.findings.store import get_finding, window_rows
 from consumers.index import Index
 from consumers.index.trends import DIMENSIONS
-from consumers.pacts.expression import Rule
 from consumers.privacy.ids import IndexIds
 from producers.blobstore import BlobStore
+from producers.pacts.expression import Rule
 
 __all__ = ["FINDING_TREND_PREFIX", "finding_incidence"]
 

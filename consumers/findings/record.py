@@ -18,10 +18,10 @@ from consumers.access import AccessGate, Caller
 from consumers.findings.captures import evaluate_stored
 from consumers.findings.store import decision_rows_by_id, get_finding, insert_finding, replay_run_decisions
 from consumers.index import Index
-from consumers.pacts.book import NAME
-from consumers.pacts.expression import Rule, check_rule
 from consumers.privacy.ids import IndexIds
 from producers.blobstore import BlobStore
+from producers.pacts.book import NAME
+from producers.pacts.expression import Rule, check_rule
 from schemas.errors import BlackboxError
 
 __all__ = ["FindingError", "FindingRecord", "add_finding"]

@@ -56,7 +56,6 @@ from typing import Any
 from consumers.index import CaptureRows, Index, flag_row, state_version
 from consumers.pacts.applied import AppliedPacts
 from consumers.pacts.evaluate import Evaluation
-from consumers.pacts.expression import Rule
 from consumers.pacts.store import insert_violations
 from consumers.privacy.identifiers import IdentifierResolver
 from consumers.privacy.ids import IndexIds
@@ -68,6 +67,7 @@ from producers.avro import decode  # the native reader when it loads, else the c
 from producers.blobstore import BlobStore
 from producers.claimcheck import resolve_claim_check
 from producers.evidence import TrustStore
+from producers.pacts.expression import Rule
 from producers.transports.base import DeadLetter, DeadLetterSink, SourceMessage
 from schemas.errors import BlobNotFound, ContentHashMismatch, DecodeError, VerificationError
 

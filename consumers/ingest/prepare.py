@@ -34,7 +34,6 @@ import zstandard
 
 from consumers.index import CaptureRows, decision_rows
 from consumers.pacts.evaluate import Evaluation, evaluate_capture
-from consumers.pacts.expression import Rule
 from consumers.privacy.ids import IndexIds
 from consumers.privacy.manifest import index_manifest_json
 from consumers.retention.policy import RetentionPolicy
@@ -43,6 +42,7 @@ from producers.avro import decode  # the native reader when it loads, else the c
 from producers.evidence import TrustedKey, TrustStore, verify_capture
 from producers.evidence.manifest import manifest_view
 from producers.evidence.tlog import leaf_bytes
+from producers.pacts.expression import Rule
 from schemas.errors import (
     ContractError,
     DecodeError,

@@ -23,12 +23,12 @@ from consumers.index import Index
 from consumers.ingest.telemetry import IngestTelemetry
 from consumers.observability.health import Health
 from consumers.pacts.applied import AppliedPacts
-from consumers.pacts.expression import Rule
 from consumers.privacy.identifiers import IdentifierResolver
 from consumers.retention.policy import RetentionPolicy, default_policy
 from consumers.tlog.log import TransparencyLog
 from producers.blobstore import BlobStore, open_blob_store
 from producers.evidence import TrustStore
+from producers.pacts.expression import Rule
 from producers.settings import BlackboxSettings
 from producers.transports import DeadLetterSink, Source, open_dead_letter, open_source
 

@@ -17,10 +17,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from consumers.pacts.book import PactBook
 from consumers.pacts.versions import APPLIED_KEY, PactVersionError, load_version, parse_pointer
 from producers.blobstore import BlobNotFound, BlobStore
 from producers.evidence import TrustStore
+from producers.pacts.book import PactBook
 from schemas.errors import BlackboxError
 
 __all__ = ["AppliedPactSource", "AppliedPacts"]

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from consumers.pacts.expression import Rule, RuleError, run_rule
-from consumers.pacts.view import decision_view
+from producers.pacts.expression import Rule, RuleError, run_rule
+from producers.pacts.view import decision_view
 
 __all__ = ["Evaluation", "RuleResult", "evaluate", "evaluate_capture"]
 
@@ -58,7 +58,7 @@ class Evaluation:
 
 
 def evaluate(pacts: Iterable[Rule], view: dict[str, Any]) -> Evaluation:
-    """Run every pact on one ``decision`` view (:func:`~consumers.pacts.view.decision_view`): a rule
+    """Run every pact on one ``decision`` view (:func:`~producers.pacts.view.decision_view`): a rule
     that returns ``false`` is a violation; one that errors or returns a non-bool is an error."""
     results: list[RuleResult] = []
     evaluated = 0

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumers.pacts.book import PactBook
 from consumers.pacts.evaluate import evaluate_capture
+from producers.pacts.book import PactBook
 
 __all__ = ["GateReport", "RuleChange", "judge_change"]
 

@@ -8,10 +8,9 @@ A version is the pact file's text plus who proposed it, why, when and on top of 
     pacts/applied.json              the applied version: every ingest host reads this one pointer
     pacts/applied-log/<at>-<v>.json one object per apply (who, why, forced, the gate's verdict)
 
-``version`` is ``pv_`` + the first 24 hex of sha256 over the canonical record without it, so the id
-names the content, the parent, the author, the reason and the time; ``content_hash`` is sha256 of the
-document's UTF-8 bytes (two versions with the same rules share it). Reading a version verifies the
-signature against the trust store and recomputes both hashes: a tampered object is refused by name.
+The document, its id and its verification are :mod:`producers.pacts.signed` (an agent's runtime reads
+the same document); two versions with the same rules share a content hash. Reading a version verifies
+the signature against the trust store and recomputes both hashes: a tampered object is refused by name.
 
 The blob store has no compare-and-swap on this branch, so the pointer is a plain put: two operators
 applying at the same moment both succeed and the later put wins; the applied-log keeps both.
@@ -19,25 +18,24 @@ applying at the same moment both succeed and the later put wins; the applied-log
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-
-from consumers.pacts.book import PactBook, parse_pacts
-from consumers.pacts.expression import PactInvalid
 from producers.blobstore import BlobNotFound, BlobStore
 from producers.evidence import TrustStore
-from producers.evidence.canonical import canonical_json
-from producers.evidence.dsse import open_envelope, pae
-from producers.evidence.events import sign_event
 from producers.evidence.keys import Signer
 from producers.evidence.trust import format_time, parse_time
-from schemas.errors import BlackboxError
+from producers.pacts.signed import (
+    PAYLOAD_TYPE,
+    PactVersion,
+    PactVersionError,
+    open_version,
+    sign_version,
+    version_id,
+)
 
 __all__ = [
     "APPLIED_KEY",
@@ -57,40 +55,9 @@ __all__ = [
     "write_applied",
 ]
 
-PAYLOAD_TYPE = "application/vnd.blackbox.pact-version+json;version=v1"
 VERSIONS_PREFIX = "pacts/versions/"
 APPLIED_KEY = "pacts/applied.json"
 APPLIED_LOG_PREFIX = "pacts/applied-log/"
-
-
-class PactVersionError(BlackboxError):
-    """A pact version cannot be proposed, found, verified or applied; the message says which and why."""
-
-
-@dataclass(frozen=True, slots=True)
-class PactVersion:
-    """One stored pact set version, verified."""
-
-    version: str
-    content_hash: str
-    parent: str
-    author: str
-    reason: str
-    created_at: datetime
-    document: str
-    key_id: str
-    book: PactBook
-
-    def record(self) -> dict[str, Any]:
-        """The signed record (what the envelope's payload holds)."""
-        return _record(
-            document=self.document,
-            parent=self.parent,
-            author=self.author,
-            reason=self.reason,
-            created_at=self.created_at,
-            agents=self.book.agents,
-        ) | {"version": self.version}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,27 +88,6 @@ def version_key(version: str) -> str:
     return f"{VERSIONS_PREFIX}{version}.json"
 
 
-def _record(
-    *, document: str, parent: str, author: str, reason: str, created_at: datetime, agents: tuple[str, ...]
-) -> dict[str, Any]:
-    return {
-        "kind": "pact-version",
-        "contentHash": "sha256:" + hashlib.sha256(document.encode("utf-8")).hexdigest(),
-        "parent": parent,
-        "author": author,
-        "reason": reason,
-        "createdAt": format_time(created_at),
-        "agents": list(agents),
-        "document": document,
-    }
-
-
-def version_id(record: Mapping[str, Any]) -> str:
-    """``pv_`` + 24 hex of sha256 over the canonical record without its ``version``."""
-    unsigned = {k: v for k, v in record.items() if k != "version"}
-    return "pv_" + hashlib.sha256(canonical_json(unsigned, path="pact")).hexdigest()[:24]
-
-
 def propose_version(
     store: BlobStore,
     *,
@@ -159,24 +105,22 @@ def propose_version(
         raise PactVersionError("a pact version needs a reason (--reason)")
     if not author.strip():
         raise PactVersionError("a pact version needs an author")
-    book = parse_pacts(document, source=source)
     if parent is None:
         pointer = applied_pointer(store)
         parent = pointer.version if pointer else ""
     elif parent:
         version_key(parent)
-    record = _record(
+    version, envelope = sign_version(
         document=document,
         parent=parent,
         author=author.strip(),
         reason=reason.strip(),
         created_at=now,
-        agents=book.agents,
+        signer=signer,
+        source=source,
     )
-    record["version"] = version_id(record)
-    envelope = sign_event(record, signer, payload_type=PAYLOAD_TYPE)
-    store.put(version_key(record["version"]), json.dumps(envelope, sort_keys=True).encode("utf-8"))
-    return _version(record, signer.key_id, book)
+    store.put(version_key(version.version), envelope)
+    return version
 
 
 def signed_envelope(store: BlobStore, version: str) -> dict[str, Any]:
@@ -200,70 +144,10 @@ def load_version(store: BlobStore, version: str, trust: TrustStore) -> PactVersi
 
 
 def verify_record(envelope: Mapping[str, Any], version: str, trust: TrustStore) -> PactVersion:
-    """The version inside ``envelope``, its signature verified against ``trust`` and its hashes
-    recomputed (:class:`PactVersionError` naming what failed). A stored version and one a pact bundle
-    carries are checked alike."""
-    where = f"pact version {version}"
-    try:
-        payload, payload_type, signatures = open_envelope(envelope)
-    except (ValueError, BlackboxError) as exc:
-        raise PactVersionError(f"{where}: not a signed envelope: {exc}") from exc
-    if payload_type != PAYLOAD_TYPE:
-        raise PactVersionError(f"{where}: payloadType {payload_type!r} is not {PAYLOAD_TYPE!r}")
-    try:
-        record = json.loads(payload)
-        created_at = parse_time(record["createdAt"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise PactVersionError(f"{where}: the record is malformed: {exc}") from exc
-    key_id = _verified_key(signatures, payload, trust, created_at, where)
-    if record.get("version") != version or version_id(record) != version:
-        raise PactVersionError(f"{where}: the record does not hash to its version id (altered)")
-    document = str(record.get("document", ""))
-    expected = "sha256:" + hashlib.sha256(document.encode("utf-8")).hexdigest()
-    if record.get("contentHash") != expected:
-        raise PactVersionError(f"{where}: the document does not match its content hash")
-    try:
-        book = parse_pacts(document, source=where)
-    except PactInvalid as exc:
-        raise PactVersionError(f"{where}: {exc}") from exc
-    return _version(record, key_id, book)
-
-
-def _verified_key(
-    signatures: list[tuple[str | None, bytes]],
-    payload: bytes,
-    trust: TrustStore,
-    at: datetime,
-    where: str,
-) -> str:
-    reasons: list[str] = []
-    for key_id, signature in signatures:
-        if not key_id:
-            continue
-        try:
-            trust.check(key_id, at).verify(signature, pae(PAYLOAD_TYPE, payload))
-        except InvalidSignature:
-            reasons.append(f"{key_id}: the signature does not verify")
-            continue
-        except BlackboxError as exc:
-            reasons.append(str(exc))
-            continue
-        return key_id
-    raise PactVersionError(f"{where}: no trusted signature ({'; '.join(reasons) or 'none named a key'})")
-
-
-def _version(record: Mapping[str, Any], key_id: str, book: PactBook) -> PactVersion:
-    return PactVersion(
-        version=str(record["version"]),
-        content_hash=str(record["contentHash"]),
-        parent=str(record.get("parent", "")),
-        author=str(record.get("author", "")),
-        reason=str(record.get("reason", "")),
-        created_at=parse_time(record["createdAt"]),
-        document=str(record["document"]),
-        key_id=key_id,
-        book=book,
-    )
+    """The version inside ``envelope``, verified against ``trust`` (:class:`PactVersionError` naming what
+    failed). A stored version and one a pact bundle carries are checked alike."""
+    raw = json.dumps(dict(envelope)).encode("utf-8")
+    return open_version(raw, trust, where=f"pact version {version}", expect=version)
 
 
 def list_versions(store: BlobStore, trust: TrustStore) -> list[PactVersion]:

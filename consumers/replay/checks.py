@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from consumers.pacts.expression import Rule, RuleError, run_rule
-from consumers.pacts.view import decision_view
 from consumers.replay.replayer import PreparedCapture, ReplayResult, vary_inputs
 from consumers.replay.variation import ReplayInputs
+from producers.pacts.expression import Rule, RuleError, run_rule
+from producers.pacts.view import decision_view
 
 __all__ = ["Check", "CheckResult", "checks_of", "replayed_capture", "run_checks"]
 

@@ -216,9 +216,9 @@ def test_settings_come_from_a_config_map_and_secrets_from_secrets(rendered: list
 
 
 def test_the_configuration_files_are_ones_the_code_loads(helm: Path, tmp_path: Path) -> None:
-    from consumers.pacts.book import parse_pacts
     from consumers.retention.policy import load_policy
     from producers.evidence import TrustStore
+    from producers.pacts.book import parse_pacts
 
     docs = render(helm, PRODUCTION)
     files = kinds(docs, "ConfigMap")["evidence-blackbox-files"]["data"]

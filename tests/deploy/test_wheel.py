@@ -184,6 +184,7 @@ def test_the_wheel_ships_every_package_file_and_the_core_and_no_rust_source(buil
     # the data files the code opens at run time, and the type information
     assert {
         "schemas/capture/v3.avsc",
+        "schemas/capture/v4.avsc",
         "schemas/examples/capture.unsealed.json",
         "consumers/index/ddl.sql",
         "consumers/retention/default_policy.toml",

@@ -44,7 +44,7 @@ def hard() -> dict[str, Any]:
 def round_trip(capture: dict[str, Any]) -> dict[str, Any]:
     decoded = decode(encode_capture(capture))
     assert decoded.kind == "capture"
-    assert decoded.schema == codec.LATEST_SCHEMAS["capture"].name
+    assert decoded.schema == codec.WRITTEN_SCHEMAS["capture"].name
     return decoded.value
 
 
@@ -89,8 +89,14 @@ def test_fingerprint_matches_a_published_vector() -> None:
 def test_known_schemas_and_fingerprint_by_kind() -> None:
     assert {"capture/v1", "flag/v1", "claim_check/v1"} <= set(codec.KNOWN_SCHEMAS)
     assert set(codec.LATEST_SCHEMAS) == {"capture", "flag", "claim_check"}
-    for kind, info in codec.LATEST_SCHEMAS.items():
+    for kind, info in codec.WRITTEN_SCHEMAS.items():
         assert fingerprint(kind) == info.fingerprint and len(info.fingerprint) == 8
+    # capture/v4 only adds pactVersion: a capture without one is still written as capture/v3
+    assert codec.LATEST_SCHEMAS["capture"].name == "capture/v4"
+    assert codec.WRITTEN_SCHEMAS["capture"].name == "capture/v3"
+    assert {k: v.name for k, v in codec.WRITTEN_SCHEMAS.items() if k != "capture"} == {
+        k: v.name for k, v in codec.LATEST_SCHEMAS.items() if k != "capture"
+    }
     with pytest.raises(KeyError, match="unknown kind"):
         fingerprint("nope")
 
@@ -379,7 +385,7 @@ def test_bad_json_text_inside_a_valid_body_is_refused(capture: dict[str, Any]) -
     datum = _capture_to_avro(capture)
     datum["input"]["requestPayload"] = "{not json"
     buffer = io.BytesIO()
-    schemaless_writer(buffer, codec.LATEST_SCHEMAS["capture"].parsed, datum)
+    schemaless_writer(buffer, codec.WRITTEN_SCHEMAS["capture"].parsed, datum)
     with pytest.raises(DecodeError, match="invalid capture/v3 content"):
         decode(MAGIC + fingerprint("capture") + buffer.getvalue())
 

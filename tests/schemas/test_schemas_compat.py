@@ -259,3 +259,60 @@ def test_writing_with_an_old_schema_is_still_possible_for_tests() -> None:
     buffer = io.BytesIO()
     schemaless_writer(buffer, info.parsed, datum)
     assert buffer.getvalue() == _sample_body()
+
+
+# --- capture/v4's pactVersion: old readers and new writers, new readers and old writers ---------------
+
+
+def _v3_only_codec(tmp_path: Path) -> Codec:
+    """The codec a reader had before capture/v4 existed: every schema but capture/v4."""
+    root = _tree(tmp_path, None)
+    (root / "capture" / "v4.avsc").unlink()
+    old = Codec(discover(root))
+    assert old.latest["capture"].name == "capture/v3"
+    return old
+
+
+def test_a_capture_without_pact_version_is_written_as_v3_and_old_readers_read_it(tmp_path: Path) -> None:
+    old = _v3_only_codec(tmp_path)
+    capture = example()
+    data = codec.encode_capture(capture)
+    assert data == old.encode("capture", capture)  # byte for byte what the v3 writer wrote
+    assert data[2:10] == codec.KNOWN_SCHEMAS["capture/v3"].fingerprint
+    assert old.decode(data).value == codec.decode(data).value  # no pactVersion member either way
+    assert "pactVersion" not in codec.decode(data).value
+    # a null pactVersion is the same capture: still v3, same bytes
+    assert codec.encode_capture({**capture, "pactVersion": None}) == data
+
+
+def test_a_capture_with_pact_version_is_v4_and_an_old_reader_resolves_it(tmp_path: Path) -> None:
+    capture = example()
+    capture["pactVersion"] = "pv_" + "ab" * 12
+    data = codec.encode_capture(capture)
+    v3, v4 = codec.KNOWN_SCHEMAS["capture/v3"], codec.KNOWN_SCHEMAS["capture/v4"]
+    assert data[2:10] == v4.fingerprint
+    decoded = codec.decode(data)
+    assert decoded.schema == "capture/v4" and decoded.value["pactVersion"] == "pv_" + "ab" * 12
+    # An old reader given the writer's schema reads every other field (Avro resolution drops the new one)
+    assert compatibility_problems(v4.raw, v3.raw) == []
+    datum = schemaless_reader(io.BytesIO(data[10:]), v4.parsed, v3.parsed)
+    assert "pactVersion" not in datum and datum["decisionId"] == capture["decisionId"]
+    # ... and an old codec, which has no v4 schema, refuses it by fingerprint: never misreads it
+    with pytest.raises(UnknownFingerprint, match=v4.fingerprint.hex()):
+        _v3_only_codec(tmp_path).decode(data)
+
+
+def test_new_reader_reads_old_writers_without_pact_version() -> None:
+    for version in (1, 2, 3):
+        decoded = codec.decode((GOLDEN_DIR / f"capture_v{version}.bin").read_bytes())
+        assert decoded.schema == f"capture/v{version}"
+        assert "pactVersion" not in decoded.value
+    assert codec.decode((GOLDEN_DIR / "capture_v4.bin").read_bytes()).value["pactVersion"].startswith("pv_")
+
+
+def test_a_later_version_that_adds_more_than_pact_version_is_written_for_every_capture(
+    tmp_path: Path,
+) -> None:
+    # The v3-by-default rule holds only while the latest version adds nothing but pactVersion.
+    future = Codec(discover(_tree(tmp_path, compatible_next())))
+    assert future.written["capture"] is future.latest["capture"]

@@ -89,7 +89,7 @@ def _flatten(annotation: Any) -> list[Any]:
 @pytest.mark.parametrize(
     ("schema_name", "root", "renames"),
     [
-        ("capture/v3", Capture, {"Capture": "Capture"}),
+        ("capture/v4", Capture, {"Capture": "Capture"}),
         ("flag/v1", FlagEvent, {"FlagConsequential": "FlagEvent"}),
         ("claim_check/v1", ClaimCheck, {"ClaimCheck": "ClaimCheck"}),
     ],

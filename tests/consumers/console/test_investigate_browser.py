@@ -151,7 +151,8 @@ def test_bisect_names_v47_and_probe_states_the_8kb_boundary(world: ConsoleWorld,
     page.click("#start-probe")  # the defaults: memory.truncate=0..16KB/1KB × system_prompt=versions
     page.wait_for_selector("#boundary", timeout=WAIT_MS)
     boundary = page.inner_text("#boundary")
-    assert re.search(r"exceeds (7\.\d|8(\.0)?) KB with v4\.7", boundary), boundary
+    # other versions the fleet ran may fail with v4.7 (the reveal test records a copy of the failed decision)
+    assert re.search(r"exceeds (7\.\d|8(\.0)?) KB with ([\w.-]+, )*v4\.7\b", boundary), boundary
     assert re.search(r"never fails with v4\.5, v4\.6", boundary), boundary
     points = page.locator("#probe-points tbody tr.point")
     planned = points.count()

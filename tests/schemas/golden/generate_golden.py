@@ -72,6 +72,8 @@ def _sealed_looking(capture: dict[str, Any]) -> dict[str, Any]:
         "publicKeyRef": "did:armalo:agent:agt_support_1#sha256:" + "ab" * 32,
         "signatureBytes": "base64:" + "A" * 86 + "==",
     }
+    # capture/v4: judged under a pact version (a capture without one is written as capture/v3)
+    capture["pactVersion"] = "pv_" + "0123456789ab" * 2
     return capture
 
 
@@ -89,6 +91,8 @@ def main() -> int:
             print(f"{stem}: exists, left alone")
             continue
         data = codec.encode_event(kind, value)
+        if data[2:10] != info.fingerprint:
+            raise SystemExit(f"{stem}: the value was written with another schema; set its new fields")
         decoded = codec.decode(data)
         binary.write_bytes(data)
         expected.write_text(json.dumps(decoded.value, ensure_ascii=True, indent=2) + "\n", encoding="utf-8")

@@ -6,6 +6,10 @@ here, so nothing above this module knows which library runs the rules.
 
 A compiled program is not picklable, so a :class:`Rule` carries its source and each process compiles
 it on first use (:func:`program`, cached): ingest's worker processes receive rules, not programs.
+
+The engine is an optional dependency of the SDK (``agent-blackbox[pacts]``; the ``server`` extra has
+it too): it is imported on first use, and without it every rule is refused (:class:`PactInvalid`
+naming the extra), so an agent runtime without it still records, judged by no pact.
 """
 
 from __future__ import annotations
@@ -14,9 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import cel
-
-from consumers.pacts.view import decision_view
+from producers.pacts.view import decision_view
 from schemas.errors import BlackboxError
 
 __all__ = ["PactInvalid", "Rule", "RuleError", "check_rule", "program", "run_rule"]
@@ -39,11 +41,24 @@ class Rule:
     description: str = ""
 
 
+def _engine() -> Any:
+    try:
+        import cel
+    except ImportError as exc:
+        raise PactInvalid(
+            "CEL rules need the CEL engine: pip install 'agent-blackbox[pacts]' "
+            f"(common-expression-language; {exc})"
+        ) from exc
+    return cel
+
+
 @lru_cache(maxsize=512)
 def program(source: str) -> Any:
-    """The compiled CEL program of ``source`` (cached per process); :class:`PactInvalid` if it does not parse."""
+    """The compiled CEL program of ``source`` (cached per process); :class:`PactInvalid` if it does not
+    parse, or when the CEL engine is not installed."""
+    engine = _engine()
     try:
-        return cel.compile(source)
+        return engine.compile(source)
     except Exception as exc:  # the library raises ValueError; any failure means "not a rule"
         raise PactInvalid(_one_line(exc)) from exc
 
@@ -66,6 +81,7 @@ def check_rule(rule: Rule, *, what: str = "pact") -> None:
     :class:`PactInvalid` naming the rule and carrying the CEL error."""
     if not rule.source.strip():
         raise PactInvalid(f"{what} {rule.name!r}: the rule is empty")
+    _engine()
     try:
         compiled = program(rule.source)
     except PactInvalid as exc:

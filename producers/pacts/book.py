@@ -1,8 +1,10 @@
 """The pact file: named behavioural commitments, each a CEL rule that must hold on every decision.
 
 ``BLACKBOX_PACTS`` names it (default ``<data_dir>/pacts.toml``; no file there means no pacts); a
-versioned pact set (:mod:`consumers.pacts.versions`) is the same text, and its optional top-level
-``agents = ["billing-*"]`` names the agents it binds (default every agent)::
+versioned pact set (:mod:`producers.pacts.signed`) is the same text, and its optional top-level
+``agents = ["billing-*"]`` names the agents it binds (default every agent). ``[consequential_when.NAME]``
+tables are rules the agent's runtime evaluates when a decision finishes (:mod:`producers.pacts.judge`):
+one that is true captures the decision in full, consequential, with the rule's name as the reason::
 
     [pact.refund_within_disputed_charge]
     description = "A refund never exceeds the charge the customer disputed."
@@ -11,7 +13,12 @@ versioned pact set (:mod:`consumers.pacts.versions`) is the same text, and its o
       t.input.amount <= decision.tool_calls.filter(l, l.name == "lookup_customer")[0].output.disputed_charge)
     '''
 
-A rule is true when the commitment holds; ``false`` is a violation. Every rule is compiled and checked
+    [consequential_when.refund_over_500]
+    description = "Every refund above 500 is kept in full."
+    rule = 'decision.tool_calls.exists(t, t.name == "issue_refund" && t.input.amount > 500)'
+
+A pact rule is true when the commitment holds; ``false`` is a violation. A ``consequential_when`` rule
+is true when the decision must be kept in full. Every rule is compiled and checked
 when the file is loaded, and the whole file is refused if one rule is wrong (:class:`PactInvalid`
 naming the rule and the CEL error): a pact that silently never runs is worse than none.
 """
@@ -26,7 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from consumers.pacts.expression import PactInvalid, Rule, check_rule
+from producers.pacts.expression import PactInvalid, Rule, check_rule
 
 __all__ = ["NAME", "PactBook", "load_pacts", "parse_pacts"]
 
@@ -43,6 +50,7 @@ class PactBook:
     rules: tuple[Rule, ...] = ()
     source: str = ""
     agents: tuple[str, ...] = ("*",)  # agent id globs the set binds (top-level ``agents``; default all)
+    consequential_when: tuple[Rule, ...] = ()  # evaluated by the runtime, never at ingest
 
     def binds(self, agent_id: str) -> bool:
         """Whether this set judges ``agent_id`` (one of :attr:`agents` matches it, fnmatch-style)."""
@@ -78,11 +86,11 @@ def parse_pacts(text: str, *, source: str = "<pacts>") -> PactBook:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PactInvalid(f"pact file {source} is not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"pact", "agents"})
+    unknown = sorted(set(data) - {"pact", "agents", "consequential_when"})
     if unknown:
         raise PactInvalid(
-            f"pact file {source}: unknown top-level key(s) {', '.join(unknown)}; use [pact.NAME] "
-            "and agents = [GLOB, ...]"
+            f"pact file {source}: unknown top-level key(s) {', '.join(unknown)}; use [pact.NAME], "
+            "[consequential_when.NAME] and agents = [GLOB, ...]"
         )
     agents = data.get("agents", ["*"])
     if (
@@ -91,17 +99,28 @@ def parse_pacts(text: str, *, source: str = "<pacts>") -> PactBook:
         or not all(isinstance(a, str) and a.strip() for a in agents)
     ):
         raise PactInvalid(f"pact file {source}: agents must be a non-empty list of agent id globs")
-    tables = data.get("pact", {})
+    rules = _rules(data, "pact", source)
+    upgrades = _rules(data, "consequential_when", source)
+    return PactBook(
+        rules=rules,
+        source=source,
+        agents=tuple(a.strip() for a in agents),
+        consequential_when=upgrades,
+    )
+
+
+def _rules(data: Mapping[str, Any], table: str, source: str) -> tuple[Rule, ...]:
+    tables = data.get(table, {})
     if not isinstance(tables, Mapping):
-        raise PactInvalid(f"pact file {source}: 'pact' must be tables, [pact.NAME] with a rule")
-    rules = tuple(_rule(name, value, source) for name, value in tables.items())
+        raise PactInvalid(f"pact file {source}: {table!r} must be tables, [{table}.NAME] with a rule")
+    rules = tuple(_rule(name, value, source, table) for name, value in tables.items())
     for rule in rules:
-        check_rule(rule)
-    return PactBook(rules=rules, source=source, agents=tuple(a.strip() for a in agents))
+        check_rule(rule, what=table)
+    return rules
 
 
-def _rule(name: str, value: Any, source: str) -> Rule:
-    where = f"pact file {source}: pact {name!r}"
+def _rule(name: str, value: Any, source: str, table: str) -> Rule:
+    where = f"pact file {source}: {table} {name!r}"
     if not NAME.match(name):
         raise PactInvalid(f"{where}: a name is 1-100 letters, digits, '_', '.', ':' or '-'")
     if not isinstance(value, Mapping):
