@@ -292,6 +292,14 @@ SELECT
     failed OR decision_id IN (SELECT decision_id FROM flags WHERE failure) AS failed_any
 FROM decisions FINAL;
 
+-- Every stored version of every decision (no FINAL), with the same columns: the decision list reads it
+-- first to find how far back its page reaches, then merges only that window (consumers/index/listing.py).
+CREATE VIEW IF NOT EXISTS decisions_versions AS
+SELECT
+    *,
+    failed OR decision_id IN (SELECT decision_id FROM flags WHERE failure) AS failed_any
+FROM decisions;
+
 -- Replay runs: the finding whose suite a regress run replayed, and a probe row's point in its sweep (JSON).
 ALTER TABLE replay_runs ADD COLUMN IF NOT EXISTS suite LowCardinality(String) DEFAULT '' AFTER detail;
 ALTER TABLE replay_runs ADD COLUMN IF NOT EXISTS probe_point String DEFAULT '' AFTER suite;

@@ -226,13 +226,16 @@ def list_decisions(
 ) -> DecisionPage:
     """One page of the decisions matching ``flt`` and how many match in all.
 
-    The page is read through a time window that starts one day wide at the page's edge and grows
-    eightfold until it holds a full page (a window that would span more than a quarter of
-    what is left to search gives way to no window at all): the rows of ``decisions FINAL`` a
-    window skips are never merged, and a window that holds ``limit + 1`` matches holds the first ones,
-    because every row outside it lies beyond them in the page's order. Every version of a decision has
-    the same ``captured_at`` (a sorting-key column), so a window never splits one. The count is read in
-    the page's window first: one that already holds more than :data:`COUNT_CAP` matches settles it.
+    ``decisions FINAL`` merges every row it reads, so the page is read through a time window and only
+    that window is merged. Its edge is found in the unmerged versions (``decisions_versions``, the same
+    filter and order): every match's current version is among them, so the window back to their
+    ``limit + 1``-th row holds a page whenever no version there is stale, and every match when fewer
+    rows come back. A window that holds ``limit + 1`` matches holds the first ones, because every row
+    outside it lies beyond them in the page's order; one that does not gives way to windows growing from
+    one day eightfold (none wider than a quarter of what is left to search), then to no window. Every
+    version of a decision has the same ``captured_at`` (a sorting-key column), so a window never splits
+    one. The count is read in the page's window first: one holding more than :data:`COUNT_CAP` matches,
+    or every match, settles it.
     """
     page_sql, count_sql, params = list_sql(flt, order=order, after=after, limit=limit)
     clause = "captured_at " + (">=" if order == "desc" else "<=") + " {window:DateTime64(3, 'UTC')} AND "
@@ -244,14 +247,29 @@ def list_decisions(
             sql.replace(" WHERE ", f" WHERE {clause}", 1), {**params, "window": bound}, read_only=True
         )
 
-    rows: list[dict[str, Any]] = []
-    bound: datetime | None = None
-    for bound in _windows(index, flt, order=order, after=after):
-        rows = run(page_sql, bound)
-        if len(rows) > limit:
-            break
+    # The unmerged versions first: every match's current version is among them, so the time of their
+    # (limit+1)-th row bounds a window that holds a page (or, with fewer rows, every match).
+    reach = run(
+        page_sql.replace(
+            f"SELECT {', '.join(LIST_COLUMNS)} FROM decisions_current ",
+            "SELECT captured_at FROM decisions_versions ",
+            1,
+        ),
+        None,
+    )
+    if not reach and not after:
+        return DecisionPage(rows=[], total=0, next_cursor="")
+    bound: datetime | None = _utc(reach[-1]["captured_at"]) if reach else None
+    rows = run(page_sql, bound) if reach else []
+    if len(rows) <= limit and len(reach) > limit:
+        for bound in _windows(index, flt, order=order, after=after):
+            rows = run(page_sql, bound)
+            if len(rows) > limit:
+                break
     total = int(run(count_sql, bound)[0]["n"])
-    if bound is not None and total <= COUNT_CAP:
+    # with fewer versions than a page past the cursor, the window holds every match (those before the
+    # cursor lie inside it too), so its count is the count
+    if bound is not None and total <= COUNT_CAP and len(reach) > limit:
         total = int(run(count_sql, None)[0]["n"])
     next_cursor = ""
     if len(rows) > limit:

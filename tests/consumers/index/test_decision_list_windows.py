@@ -118,3 +118,18 @@ def test_the_windows_grow_from_the_page_edge_and_end_unbounded(
         index, DecisionFilter(since=START + timedelta(days=197)), order="desc", after=""
     )
     assert bounded == [None]  # less than a day to search: no window
+
+
+def test_a_cursor_past_the_last_match_gives_an_empty_page_and_the_whole_count(
+    fleet: tuple[Index, list[dict[str, Any]]],
+) -> None:
+    index, rows = fleet
+    flt = DecisionFilter(agent="agt_b")
+    oldest = min(
+        (r for r in rows if r["agent_id"] == "agt_b"), key=lambda r: (r["captured_at"], r["decision_id"])
+    )
+    after = f"{oldest['captured_at'].isoformat()}|{oldest['decision_id']}"
+    page = list_decisions(index, flt, order="desc", after=after, limit=40)
+    assert page.rows == [] and page.next_cursor == ""
+    assert page.total == min(len(expected(rows, flt, "desc")), listing.COUNT_CAP + 1)
+    assert list_decisions(index, DecisionFilter(agent="agt_zz")).total == 0
