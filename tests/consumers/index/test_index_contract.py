@@ -208,7 +208,7 @@ class IndexContract:
             r["name"]
             for r in index.query("SELECT name FROM system.tables WHERE database = currentDatabase()")
         }
-        assert names == {*TABLES, "decisions_current"}
+        assert names == {*TABLES, "decisions_current", "decisions_versions"}
         assert index.column_types("decisions")["captured_at"] == "DateTime64(3, 'UTC')"
         assert index.column_types("decisions")["agent_id"] == "LowCardinality(String)"
 

@@ -204,7 +204,7 @@ def test_trend_catalog_queries_pass_the_check(app: typer.Typer, env: Env) -> Non
 
 
 def test_allow_list_is_the_ddl() -> None:
-    assert index_relations() == {*TABLES, "decisions_current"}
+    assert index_relations() == {*TABLES, "decisions_current", "decisions_versions"}
 
 
 # --- limits -------------------------------------------------------------------------------------------
