@@ -65,6 +65,10 @@ SDK_ONLY = {
     "s3_secure",
     "signing_key",
     "signing_key_b64",
+    # the runtime's pact (issue 30): the version its Recorder judges by, the key it trusts, how often it rereads
+    "pact",
+    "pact_trust",
+    "pact_refresh",
 }
 
 
