@@ -32,7 +32,7 @@ from consumers.app.settings import ServiceSettings, load_service_settings
 from consumers.pacts.bundle import PACT_BUNDLE_FORMAT
 from consumers.verify.verdict import EXIT_CODES_HELP, EXIT_NOT_VERIFIED
 from producers.evidence import TrustStore, verify_capture
-from producers.evidence.bundle import read_json_object
+from producers.evidence.bundle import read_json_object, read_log_key
 from schemas.errors import ContractError, VerificationError
 
 __all__ = ["register", "verify_command"]
@@ -87,7 +87,7 @@ def _verify_pact_bundle(path: Path, document: dict[str, Any], trust: Path, log_k
 
     name = terminal.clean(str(document.get("version") or path.name))
     try:
-        report = verify_pact_bundle(document, load_trust(trust), log_key=_key_text(log_key))
+        report = verify_pact_bundle(document, load_trust(trust), log_key=read_log_key(log_key))
     except PactBundleInvalid as exc:
         reason = str(exc).removeprefix(f"{exc.part}: ")
         terminal.echo(
@@ -107,7 +107,7 @@ def _verify_record(path: Path, log_key: str | None, trust: Path | None) -> None:
 
     envelope = read_json_object(path, what="a signed agent record")
     if log_key is not None:
-        key: Any = _key_text(log_key)
+        key: Any = read_log_key(log_key)
     elif trust is not None and not isinstance(load_trust(trust), TrustStore):
         key = public_key_from(trust.read_bytes().strip())
     else:
@@ -131,16 +131,6 @@ def _verify_record(path: Path, log_key: str | None, trust: Path | None) -> None:
             f"score {value.get('score')}"
         )
     )
-
-
-def _key_text(value: str | None) -> str | None:
-    """A log verifier key given as text, or as a file holding it (as the evidence bundle's ``--log-key``)."""
-    if value is None:
-        return None
-    path = Path(value)
-    if "+" not in value and path.is_file():
-        return path.read_text(encoding="utf-8").strip()
-    return value.strip()
 
 
 class _Echo:

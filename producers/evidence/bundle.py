@@ -77,6 +77,7 @@ __all__ = [
     "build_bundle",
     "load_trust",
     "read_json_object",
+    "read_log_key",
     "trust_record",
     "verify_bundle",
 ]
@@ -424,8 +425,8 @@ def run(
         report = verify_bundle(
             bundle,
             trust,
-            log_key=_read_key(log_key),
-            witnesses=[str(_read_key(w)) for w in witnesses],
+            log_key=read_log_key(log_key),
+            witnesses=[str(read_log_key(w)) for w in witnesses],
             witness_quorum=witness_quorum,
         )
     except RecursionError as exc:  # parsed, but too deep for the checks that walk it
@@ -439,7 +440,7 @@ def run(
     return EXIT_VERIFIED if report.complete else EXIT_NOT_VERIFIED
 
 
-def _read_key(value: str | None) -> str | None:
+def read_log_key(value: str | None) -> str | None:
     """A log verifier key given as text, or as a file holding it."""
     if value is None:
         return None
