@@ -113,7 +113,7 @@ def test_verify_needs_exactly_one_of_id_or_file(app: typer.Typer, env: Path) -> 
     result = CliRunner().invoke(app, ["verify"])
     assert isinstance(
         result.exception, BlackboxError
-    ) and "give one of DECISION_ID, --file FILE.json or --bundle FILE" in str(result.exception)
+    ) and "give one of DECISION_ID, --file FILE.json, --bundle FILE or --record FILE" in str(result.exception)
     both = ["verify", "dec_01J9Z8K2V6XAMPLE", "--file", str(GOLDEN / "capture.signed.json")]
     result = CliRunner().invoke(app, both)
     assert isinstance(result.exception, BlackboxError)
