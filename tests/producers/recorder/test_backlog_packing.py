@@ -206,7 +206,9 @@ def _sent(pack_behind: int, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
             make_content(2_000 + 3_000 * seed, seed=seed),
             decision_id=f"01J00000000000000000PACK{seed:02d}",
         )
-    assert rec.flush(30)
+        # the worker reads the same step clock (the flight recorder's hold time): let it finish each
+        # decision before the next one reads the clock, so both runs see the same times
+        assert rec.flush(30)
     rec.close()
     return transport.sent
 
