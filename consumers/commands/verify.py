@@ -22,7 +22,7 @@ verdict (unreadable file, no trust store, index or blob store unreachable) are e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -89,11 +89,7 @@ def _verify_pact_bundle(path: Path, document: dict[str, Any], trust: Path, log_k
     try:
         report = verify_pact_bundle(document, load_trust(trust), log_key=read_log_key(log_key))
     except PactBundleInvalid as exc:
-        reason = str(exc).removeprefix(f"{exc.part}: ")
-        terminal.echo(
-            terminal.clean(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}")
-        )
-        raise typer.Exit(EXIT_NOT_VERIFIED) from exc
+        _not_verified(name, exc)
     for line in report.lines():
         terminal.echo(terminal.clean(line))
     if not report.complete:
@@ -119,11 +115,7 @@ def _verify_record(path: Path, log_key: str | None, trust: Path | None) -> None:
     try:
         value = verify_agent_record(envelope, key)
     except RecordInvalid as exc:
-        reason = str(exc).removeprefix(f"{exc.part}: ")
-        terminal.echo(
-            terminal.clean(f"NOT VERIFIED: {path.name} part={exc.part} ({type(exc).__name__}): {reason}")
-        )
-        raise typer.Exit(EXIT_NOT_VERIFIED) from exc
+        _not_verified(path.name, exc)
     terminal.echo(
         terminal.clean(
             f"verified: record of {value.get('agent')} since {value.get('since')}, issued "
@@ -131,6 +123,14 @@ def _verify_record(path: Path, log_key: str | None, trust: Path | None) -> None:
             f"score {value.get('score')}"
         )
     )
+
+
+def _not_verified(name: str, exc: Exception) -> NoReturn:
+    """``NOT VERIFIED: <name> part=<part> (<Error>): <reason>`` and exit 1 (every refusal reads alike)."""
+    part = getattr(exc, "part", "?")
+    reason = str(exc).removeprefix(f"{part}: ")
+    terminal.echo(terminal.clean(f"NOT VERIFIED: {name} part={part} ({type(exc).__name__}): {reason}"))
+    raise typer.Exit(EXIT_NOT_VERIFIED) from exc
 
 
 class _Echo:
@@ -231,11 +231,7 @@ def verify_command(
     try:
         report = verify_capture(capture, trust)
     except VerificationError as exc:
-        reason = str(exc).removeprefix(f"{exc.part}: ")
-        terminal.echo(
-            terminal.clean(f"NOT VERIFIED: {name} part={exc.part} ({type(exc).__name__}): {reason}")
-        )
-        raise typer.Exit(EXIT_NOT_VERIFIED) from exc
+        _not_verified(name, exc)
     terminal.echo(terminal.clean(f"verified: {name} key={report.key_id} ({report.checked_parts} parts)"))
     if report.absent_parts:
         terminal.echo(

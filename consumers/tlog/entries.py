@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from producers.evidence.canonical import canonical_json
-from schemas.errors import ContractError, ProofInvalid
+from producers.evidence.tlog import sized_leaf
+from schemas.errors import ProofInvalid
 
 __all__ = ["PACT_LEAF_TYPE", "apply_hash", "pact_entry_key", "pact_leaf", "parse_pact_leaf"]
 
@@ -51,9 +52,7 @@ def pact_leaf(*, version: str, envelope_hash: str, applied: Mapping[str, Any]) -
             "version": version,
         }
     )
-    if len(data) > 0xFFFF:
-        raise ContractError(f"a log leaf is at most 65535 bytes, this one is {len(data)}", path="version")
-    return data
+    return sized_leaf(data, path="version")
 
 
 def parse_pact_leaf(data: bytes) -> dict[str, str]:

@@ -68,6 +68,7 @@ __all__ = [
     "parse_leaf",
     "root_from_inclusion",
     "sign_note",
+    "sized_leaf",
     "verify_consistency",
     "verify_inclusion",
     "vkey",
@@ -95,8 +96,13 @@ def leaf_bytes(*, decision_id: str, captured_at: str, envelope_hash: str) -> byt
             "type": LEAF_TYPE,
         }
     )
+    return sized_leaf(data, path="decisionId")
+
+
+def sized_leaf(data: bytes, *, path: str) -> bytes:
+    """``data`` if the tiles' uint16 length can hold it (every entry type's leaf); ContractError if not."""
     if len(data) > 0xFFFF:
-        raise ContractError(f"a log leaf is at most 65535 bytes, this one is {len(data)}", path="decisionId")
+        raise ContractError(f"a log leaf is at most 65535 bytes, this one is {len(data)}", path=path)
     return data
 
 
