@@ -41,7 +41,7 @@ from schemas.codec import decode
 from schemas.errors import BlobNotFound, BlobStoreError, CaptureNotFound, DecodeError, VerificationError
 
 from .segments import SegmentCorrupt, read_capture
-from .store import current_row, quarantine_rows
+from .store import current_row_and_quarantine
 from .versions import Tampering, covered, tampering_lines
 
 if TYPE_CHECKING:
@@ -160,8 +160,7 @@ def load_capture(
 ) -> StoredCapture:
     """The stored capture of ``decision_id`` (see the module docstring); raises CaptureNotFound.
     ``ids`` unseals the origin ids of the index's manifest (for the gate, and a compacted decision)."""
-    quarantine = quarantine_rows(index, decision_id)
-    row = current_row(index, decision_id)
+    row, quarantine = current_row_and_quarantine(index, decision_id)
     if row is None:
         if not quarantine:
             raise CaptureNotFound(f"no decision {decision_id} in the index (nor in quarantine)")

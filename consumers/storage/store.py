@@ -19,6 +19,7 @@ __all__ = [
     "VERSIONS_TABLE",
     "child_rows",
     "current_row",
+    "current_row_and_quarantine",
     "insert_blob_versions",
     "quarantine_rows",
     "sealed_version",
@@ -44,6 +45,26 @@ def current_row(index: Index, decision_id: str) -> dict[str, Any] | None:
         "SELECT * FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1", {"id": decision_id}
     )
     return rows[0] if rows else None
+
+
+def current_row_and_quarantine(
+    index: Index, decision_id: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """:func:`current_row` and :func:`quarantine_rows` for the show path, in one query when the decision
+    is indexed and has no quarantined copy (the common case): the row carries a count of its copies, and
+    the quarantine table is read in full only when that count says there is something to list. Reading a
+    56-column row costs the embedded engine ~12 ms; a second query only for an empty answer cost ~2.5 ms
+    more, an eighth of show's budget."""
+    rows = index.query(
+        "SELECT *, (SELECT count() FROM quarantine WHERE decision_id = {id:String}) AS quarantined_copies_ "
+        "FROM decisions FINAL WHERE decision_id = {id:String} LIMIT 1",
+        {"id": decision_id},
+    )
+    if not rows:
+        return None, quarantine_rows(index, decision_id)
+    row = dict(rows[0])
+    copies = row.pop("quarantined_copies_", 0)
+    return row, quarantine_rows(index, decision_id) if copies else []
 
 
 def quarantine_rows(index: Index, decision_id: str) -> list[dict[str, Any]]:

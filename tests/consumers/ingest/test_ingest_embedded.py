@@ -29,6 +29,7 @@ from consumers.ingest.service import build_service
 from consumers.ingest.store import update_decisions
 from consumers.storage.reader import StoredCaptureMismatch, load_capture
 from consumers.storage.segments import SegmentCorrupt
+from consumers.storage.store import current_row as stored_row
 from consumers.verify.stored import IndexRowMismatch, verify_stored
 from producers.blobstore import LocalBlobStore
 from producers.claimcheck import claim_key
@@ -248,6 +249,7 @@ def test_same_id_different_content_is_quarantined_and_reported(
     shown = load_capture("dec_t_000007", index=index, store=store)
     assert shown.content_state == "full" and shown.capture == original  # the first one stays the evidence
     assert [q["reason"] for q in shown.quarantine] == ["ConflictingDuplicate"]
+    assert shown.row == stored_row(index, "dec_t_000007")  # the one-query read adds no column of its own
     # a conflict inside one batch
     mixed = processor.process(
         _msgs(
