@@ -20,7 +20,8 @@ FILL = {
     "undecided": "#8c959f",
     "pending": "#ffffff",
 }
-LEFT, TOP, ROW, WIDTH = 120, 8, 22, 760
+TOP, ROW, WIDTH = 8, 22, 760
+CHAR = 7  # px per character of a 12 px system-ui label, rounded up: the row labels' column is sized by it
 MAX_LABELS = 9
 _NAMED = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*=")
 
@@ -64,7 +65,10 @@ def _short(described: str, limit: int = 18) -> str:
 def chart_layout(chart: ProbeChart) -> ChartLayout:
     """Where each cell and label goes; cells not judged yet are drawn open (state ``pending``)."""
     columns = max(1, len(chart.xs))
-    cell = max(4, (WIDTH - LEFT - 10) // columns)
+    labels = [_short(s) if s else _short(chart.variable) for s in chart.series]
+    # the row labels end at the cells: as wide as the longest one (at most 18 characters, see _short)
+    left = 16 + CHAR * max((len(text) for text in labels), default=4)
+    cell = max(4, (WIDTH - left - 10) // columns)
     judged = {(p.column, p.row): p.state for p in chart.points}
     cells = []
     for r in range(len(chart.series)):
@@ -72,7 +76,7 @@ def chart_layout(chart: ProbeChart) -> ChartLayout:
             state = judged.get((c, r), "pending")
             cells.append(
                 ChartCell(
-                    x=LEFT + c * cell,
+                    x=left + c * cell,
                     y=TOP + r * ROW,
                     width=cell - 1,
                     state=state,
@@ -84,18 +88,15 @@ def chart_layout(chart: ProbeChart) -> ChartLayout:
     shown = sorted({*range(0, columns, every), columns - 1}) if chart.xs else []
     legend_y = bottom + 40
     return ChartLayout(
-        width=max(WIDTH, LEFT + columns * cell + 10),  # wider than the page only past ~150 columns
+        width=max(WIDTH, left + columns * cell + 10),  # wider than the page only past ~150 columns
         height=legend_y + 12,
         cells=tuple(cells),
-        rows=tuple(
-            ChartLabel(x=LEFT - 6, y=TOP + r * ROW + 15, text=_short(s) if s else _short(chart.variable))
-            for r, s in enumerate(chart.series)
-        ),
+        rows=tuple(ChartLabel(x=left - 6, y=TOP + r * ROW + 15, text=text) for r, text in enumerate(labels)),
         columns=tuple(
-            ChartLabel(x=LEFT + c * cell + cell // 2, y=bottom + 16, text=_short(chart.xs[c])) for c in shown
+            ChartLabel(x=left + c * cell + cell // 2, y=bottom + 16, text=_short(chart.xs[c])) for c in shown
         ),
         legend=tuple(
-            (ChartLabel(x=LEFT + i * 110, y=legend_y, text=text), FILL[state])
+            (ChartLabel(x=left + i * 110, y=legend_y, text=text), FILL[state])
             for i, (state, text) in enumerate(
                 (
                     ("hit", chart.hit),

@@ -205,6 +205,12 @@ def test_the_boundary_chart_draws_judged_points_and_leaves_the_rest_open() -> No
     assert states[0] == "miss" and states[9] == "hit" and states[17 + 3] == "undecided"
     assert layout.cells[9].fill == FILL["hit"] and (layout.done, layout.planned) == (3, 34)
     assert layout.columns[0].text == "0KB" and layout.columns[-1].text == "16KB"  # the ends are labelled
+    # a row label as long as labels get (18 characters) ends at the cells and starts inside the image
+    from consumers.console.probe_chart import CHAR
+
+    long = chart_layout(ProbeChart(xs=xs, series=("system_prompt=support-agent-v4.7-rc2", "a=1"), points=()))
+    assert long.rows[0].text == "support-agent-v4.…" and long.rows[0].x - CHAR * 18 >= 0
+    assert long.cells[0].x > long.rows[0].x and long.cells[0].x + 17 * (long.cells[0].width + 1) <= long.width
     body = bytes(svg("probe_chart.svg", c=layout).body).decode()
     assert body.count("<rect ") == 34 + 5  # the cells and the legend's swatches
     assert "<script" not in body and "&lt;" in body and "<style" not in body  # the hostile label is text
