@@ -7,6 +7,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
+import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
+import { readFileSync } from "node:fs";
 
 describe("RFC 8785 shortcuts", () => {
   test("containers of atoms give the same text as the member-by-member walk", () => {
@@ -74,5 +76,89 @@ describe("detector triggers", () => {
     const texts = ["mail me at ann@example.com", "call 415-555-0132 now", "card 4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00", "host ::1 and fe80::1 and 10.0.0.1", "plain words only"];
     const untriggered = builtinDetectors().map((detector): Detector => ({ name: detector.name, find: (text) => detector.find(text) }));
     for (const text of texts) assert.deepEqual(findAll(text, builtinDetectors()), findAll(text, untriggered), text);
+  });
+});
+
+describe("compiled Avro writer", () => {
+  const vectors = JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as { captures: { name: string; sealed: Record<string, unknown> }[] };
+  const reference = (capture: Record<string, unknown>): Buffer | undefined => {
+    try {
+      return encodeCaptureAvsc(capture);
+    } catch {
+      return undefined;
+    }
+  };
+  /** The compiled writer writes avsc's bytes, or leaves the value to avsc; `written`: it must write it. */
+  const same = (capture: Record<string, unknown>, written: boolean, label: string): void => {
+    const fast = encodeCaptureFast(capture);
+    if (written) assert.ok(fast !== undefined, `${label}: written by the compiled writer`);
+    if (fast !== undefined) assert.equal(fast.toString("hex"), reference(capture)?.toString("hex"), label);
+  };
+  const section = (capture: Record<string, unknown>, name: string): Record<string, unknown> => capture[name] as Record<string, unknown>;
+
+  test("every vector capture: the same bytes as avsc", () => {
+    for (const vector of vectors.captures) same(structuredClone(vector.sealed), true, vector.name);
+  });
+
+  test("strings, numbers, defaults and optional sections: the same bytes as avsc", () => {
+    const base = vectors.captures[0]!.sealed;
+    const variants: [string, boolean, (capture: Record<string, unknown>) => void][] = [
+      ["short non-ASCII", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "é😀 ok")],
+      ["short string of more than 63 bytes", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "€".repeat(40))],
+      ["64 ASCII", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "a".repeat(64))],
+      ["long non-ASCII", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "日本語 ✓ 𝄞 ".repeat(3000))],
+      ["long ASCII at length boundaries", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "x".repeat(8191))],
+      ["longer", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "x".repeat(1 << 20))],
+      ["empty string", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "")],
+      ["lone surrogate in a short string", false, (c) => void (section(c, "executionTrace")["finalOutputText"] = "a\ud800b")],
+      ["lone surrogate in a long string", false, (c) => void (section(c, "executionTrace")["finalOutputText"] = "a\ud800b".repeat(40))],
+      ["large longs", true, (c) => void Object.assign(section(c, "memoryState"), { totalContextTokens: 2 ** 40 + 3 })],
+      ["negative longs", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: -(2 ** 31) - 1, reasoningTokenCount: -1 })],
+      ["long limits", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 9007199254740990, reasoningTokenCount: -9007199254740990 })],
+      ["beyond avsc's long", false, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 9007199254740991 })],
+      ["fractional long", false, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 1.5 })],
+      ["boundary longs", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 1073741823, reasoningTokenCount: -1073741824 })],
+      ["boundary longs 2", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 1073741824, reasoningTokenCount: -1073741825 })],
+      ["-0 long", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: -0 })],
+      ["members left to their defaults", true, (c) => {
+        delete c["fidelity"];
+        delete c["runtimeId"];
+        delete c["renderedContext"];
+        delete section(c, "executionTrace")["modelCalls"];
+        delete section(c, "input")["requestPayloadHash"];
+        delete section(c, "signature")["signatureBytes"];
+      }],
+      ["an undeclared member", false, (c) => void (section(c, "outcome")["extra"] = 1)],
+      ["a missing required member", false, (c) => void delete section(c, "outcome")["status"]],
+      ["a wrong type", false, (c) => void (section(c, "consequential")["flagged"] = "yes")],
+      ["sampling beyond the typed slots", true, (c) => void (section(c, "agentConfiguration")["samplingParameters"] = { temperature: 1, top_p: 0.5, max_tokens: null, stop: null, seed: 2 ** 40, logit_bias: { "42": -1.5 }, frequency_penalty: 1e-7 })],
+      ["sampling not an object", false, (c) => void (section(c, "agentConfiguration")["samplingParameters"] = null)],
+      ["JSON content of every kind", true, (c) => {
+        section(c, "input")["requestPayload"] = { b: [1, 2.5, -0, 1e21, 1e-7, "é", null, true], a: { "10": 1, "9": 2 } };
+        section(c, "agentConfiguration")["toolSchemaJson"] = null;
+      }],
+      ["scores and doubles", true, (c) => {
+        const entries = section(c, "memoryState")["workingSetEntries"] as Record<string, unknown>[];
+        entries[0]!["retrievalScore"] = -0;
+        if (entries[1] !== undefined) entries[1]["retrievalScore"] = 1e300;
+      }],
+      ["privacy", true, (c) => {
+        c["privacy"] = {
+          detectors: "builtin",
+          redactions: [{ part: "executionTrace.finalOutputText", pointer: "", start: 0, end: 9, kind: "EMAIL", placeholder: "[EMAIL_1]" }],
+          originalHashes: [{ part: "executionTrace.finalOutputText", hash: "hmac-sha256:" + "0".repeat(64) }],
+          cipher: null,
+          sealedOriginal: null,
+          sealedOriginalHash: null,
+        };
+      }],
+      ["a record that is not a plain object", false, (c) => void (c["outcome"] = new Map())],
+      ["an array where a record goes", false, (c) => void (c["outcome"] = [])],
+    ];
+    for (const [label, written, change] of variants) {
+      const capture = structuredClone(base);
+      change(capture);
+      same(capture, written, label);
+    }
   });
 });
