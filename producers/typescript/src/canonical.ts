@@ -187,11 +187,16 @@ export function textHash(text: string, path = ""): string {
   return HASH_PREFIX + sha256Hex(text);
 }
 
-/** Hash of a JSON part: its RFC 8785 bytes (computed once for a value `copyJson` made). */
-export function jsonHash(value: unknown, path = ""): string {
+/** Hash of a JSON part: its RFC 8785 bytes (computed once for a value `copyJson` made). `path`
+ * (or the function that makes it, called only if the value is refused) names it in errors. */
+export function jsonHash(value: unknown, path: string | (() => string) = ""): string {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
-  if (known === undefined) return HASH_PREFIX + sha256Hex(canonicalText(value, { path }));
-  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= canonicalText(value, { path }))));
+  if (known === undefined) return HASH_PREFIX + sha256Hex(canonicalLazy(value, path));
+  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= canonicalLazy(value, path))));
+}
+
+function canonicalLazy(value: unknown, path: string | (() => string)): string {
+  return typeof path === "string" ? canonicalText(value, { path }) : canonicalMember(value, false, path);
 }
 
 /**

@@ -10,3 +10,21 @@ export function pae(payloadType: string, payload: Buffer): Buffer {
     payload,
   ]);
 }
+
+let scratch = Buffer.allocUnsafeSlow(16 * 1024);
+
+/**
+ * `pae(payloadType, UTF-8 of text)` written into a buffer this module reuses: valid only until
+ * the next call (for a caller that signs it at once). The text is written once, straight after
+ * the room the longest header needs, and the header in front of it.
+ */
+export function paeOfText(payloadType: string, text: string): Buffer {
+  const type = Buffer.byteLength(payloadType, "utf8");
+  const room = 32 + type; // "DSSEv1 " + two lengths of at most 16 digits + type + 3 spaces
+  if (scratch.length < room + text.length * 3) scratch = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, room + text.length * 3));
+  const size = scratch.write(text, room, "utf8");
+  const head = `DSSEv1 ${type} ${payloadType} ${size} `;
+  const start = room - Buffer.byteLength(head, "utf8");
+  scratch.write(head, start, "utf8");
+  return scratch.subarray(start, room + size);
+}

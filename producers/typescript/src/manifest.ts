@@ -48,7 +48,7 @@ export function manifestView(capture: Record<string, unknown>): Record<string, u
 
 /** The bytes the signature covers (before PAE); `ContractError` naming a field with no RFC 8785 form.
  * `entryTexts`: the RFC 8785 text of working-set entries whose manifest form is their Merkle leaf
- * (`workingSetRoot` made them), written as they are. */
+ * (`workingSetRootHex` made them), written as they are. */
 export function manifestBytes(capture: Record<string, unknown>, entryTexts?: ReadonlyMap<object, string>): Buffer {
   return Buffer.from(manifestText(capture, entryTexts), "utf8");
 }

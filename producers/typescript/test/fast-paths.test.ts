@@ -8,6 +8,7 @@ import { describe, test } from "node:test";
 import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
 import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
+import { pae, paeOfText } from "../src/dsse.js";
 import { readFileSync } from "node:fs";
 
 describe("RFC 8785 shortcuts", () => {
@@ -161,4 +162,12 @@ describe("compiled Avro writer", () => {
       same(capture, written, label);
     }
   });
+});
+
+test("the PAE written into the reused buffer is pae() of the text's UTF-8", () => {
+  for (const text of ["", "{}", '{"a":"é日本語 𝄞"}', "x".repeat(9), "y".repeat(100_000), "é".repeat(40_000)]) {
+    for (const type of ["application/vnd.blackbox.manifest+json;version=replay/v1", "t", "typé"]) {
+      assert.equal(paeOfText(type, text).toString("hex"), pae(type, Buffer.from(text, "utf8")).toString("hex"));
+    }
+  }
 });

@@ -8,7 +8,7 @@
  */
 import { ContractError } from "../errors.js";
 import { isPlainObject } from "../canonical.js";
-import { computePartHash, iterParts, partPath, type PartRef } from "../parts.js";
+import { computePartHash, partPath, partRefs, type PartRef } from "../parts.js";
 import { findAll, type Detector, type Finding } from "./detectors.js";
 
 export interface Redacted {
@@ -203,7 +203,7 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
   const originals: Record<string, unknown> = {};
   const originalHashes: Record<string, string> = {};
   const originalSpans: Record<string, unknown> = {};
-  const refs = [...iterParts(capture)].filter(searched);
+  const refs = partRefs(capture).filter(searched);
   // the configuration first: the same in every capture of an agent, so its placeholders are too
   const order = [...refs.keys()].sort((a, b) => Number(refs[a]!.field.section !== "agentConfiguration") - Number(refs[b]!.field.section !== "agentConfiguration") || a - b);
   const find: Find = (text) => findAll(text, detectors);
