@@ -30,6 +30,16 @@ export type Hook = (value: unknown) => unknown;
 
 type Write = (value: unknown) => void;
 
+// Buffer's UTF-8 writer without `write`'s argument handling (avsc calls it too), where Node has it
+type Utf8Write = (this: Buffer, text: string, offset: number, length: number) => number;
+const nativeUtf8Write = (Buffer.prototype as unknown as { utf8Write?: Utf8Write }).utf8Write;
+const utf8Write: Utf8Write =
+  typeof nativeUtf8Write === "function"
+    ? nativeUtf8Write
+    : function (this: Buffer, text: string, offset: number, length: number): number {
+        return this.write(text, offset, length, "utf8");
+      };
+
 let buf = Buffer.allocUnsafeSlow(64 * 1024);
 let pos = 0;
 
@@ -88,7 +98,7 @@ function writeString(s: string): void {
       const rest = s.slice(i);
       // avsc writes a short string's lone surrogate its own way: leave such a string to it
       if (!rest.isWellFormed()) throw INVALID;
-      pos += buf.write(rest, pos, "utf8");
+      pos += utf8Write.call(buf, rest, pos, buf.length - pos);
     }
     const size = pos - start - 1;
     if (size < 64) buf[start] = size << 1;
@@ -105,7 +115,7 @@ function writeString(s: string): void {
   const room = varintSize(length * 6);
   reserve(room + length * 3);
   const start = pos;
-  const size = buf.write(s, start + room, "utf8");
+  const size = utf8Write.call(buf, s, start + room, buf.length - start - room);
   const prefix = varintSize(size * 2);
   if (prefix < room) buf.copyWithin(start + prefix, start + room, start + room + size);
   pos = start;
@@ -179,7 +189,7 @@ function compileRecord(type: AvscType, hooks: ReadonlyMap<string, Hook>, path: s
       else if (field.defaultBytes !== undefined) {
         const bytes = field.defaultBytes;
         reserve(bytes.length);
-        pos += bytes.copy(buf, pos);
+        for (let j = 0; j < bytes.length; j++) buf[pos++] = bytes[j]!;
       } else throw INVALID;
     }
   };
@@ -292,7 +302,7 @@ export function compileEncoder(type: avro.Type, header: Buffer, hooks: ReadonlyM
     pos += header.copy(buf, 0);
     write(value);
     const out = Buffer.allocUnsafeSlow(pos);
-    buf.copy(out, 0, 0, pos);
+    out.set(buf.subarray(0, pos));
     return out;
   };
 }

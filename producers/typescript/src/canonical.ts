@@ -192,7 +192,78 @@ export function textHash(text: string, path = ""): string {
 export function jsonHash(value: unknown, path: string | (() => string) = ""): string {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
   if (known === undefined) return HASH_PREFIX + sha256Hex(canonicalLazy(value, path));
-  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= canonicalLazy(value, path))));
+  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= knownTexts(known, value) ?? canonicalLazy(value, path))));
+}
+
+/** The RFC 8785 text of a `copyJson` copy whose numbers print alike in Python, its Python text
+ * kept too (one walk makes both; the strings of members where the two agree are shared); else
+ * undefined. */
+function knownTexts(known: Known, value: unknown): string | undefined {
+  if (!known.pythonSafe) return undefined;
+  const canonical = both(value);
+  known.python ??= bothPython;
+  return canonical;
+}
+
+/** What `both` left: the `JSON.stringify` text of the value it was given. */
+let bothPython = "";
+
+/**
+ * RFC 8785 text of a checked copy (`copyJson`'s: plain objects, finite numbers, well-formed
+ * strings, no undefined), leaving its `JSON.stringify` text in `bothPython` (the same string
+ * wherever the two agree: atoms, and containers whose keys are already in RFC 8785 order).
+ */
+function both(value: unknown): string {
+  if (typeof value !== "object" || value === null) return (bothPython = JSON.stringify(value));
+  if (Array.isArray(value)) {
+    let atoms = true;
+    for (let i = 0; i < value.length && atoms; i++) atoms = typeof value[i] !== "object" || value[i] === null;
+    if (atoms) return (bothPython = JSON.stringify(value));
+    let canonical = "[";
+    let python: string | undefined; // made once the two differ
+    for (let i = 0; i < value.length; i++) {
+      const separator = i > 0 ? "," : "";
+      const text = both(value[i]);
+      const itemPython = bothPython;
+      if (python === undefined && itemPython !== text) python = canonical;
+      canonical += separator + text;
+      if (python !== undefined) python += separator + itemPython;
+    }
+    canonical += "]";
+    bothPython = python === undefined ? canonical : python + "]";
+    return canonical;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let sorted = true;
+  let atoms = true;
+  for (let i = 0; i < keys.length; i++) {
+    if (i > 0 && !(keys[i - 1]! < keys[i]!)) sorted = false;
+    const item = record[keys[i]!];
+    if (typeof item === "object" && item !== null) atoms = false;
+  }
+  if (sorted && atoms) return (bothPython = JSON.stringify(record));
+  const members = new Array<string>(keys.length);
+  let pythonMembers: string[] | undefined; // made once the two differ
+  for (let i = 0; i < keys.length; i++) {
+    const name = memberName(keys[i]!);
+    const text = both(record[keys[i]!]);
+    const itemPython = bothPython;
+    members[i] = name + text;
+    if (pythonMembers === undefined && itemPython !== text) pythonMembers = members.slice(0, i);
+    if (pythonMembers !== undefined) pythonMembers.push(itemPython === text ? members[i]! : name + itemPython);
+  }
+  const python = "{" + (pythonMembers ?? members).join(",") + "}";
+  if (sorted) {
+    const canonical = pythonMembers === undefined ? python : "{" + members.join(",") + "}";
+    bothPython = python;
+    return canonical;
+  }
+  const order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1));
+  let canonical = "{";
+  for (let i = 0; i < order.length; i++) canonical += (i > 0 ? "," : "") + members[order[i]!]!;
+  bothPython = python;
+  return canonical + "}";
 }
 
 function canonicalLazy(value: unknown, path: string | (() => string)): string {
@@ -237,7 +308,7 @@ const CANONICAL = new WeakMap<object, Known>();
 export function knownCanonical(value: unknown): string | undefined {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
   if (known === undefined) return undefined;
-  return (known.canonical ??= canonicalText(value));
+  return (known.canonical ??= knownTexts(known, value) ?? canonicalText(value));
 }
 
 /** The Python codec's JSON text of an object `copyJson` made whose numbers all print alike in
@@ -245,6 +316,7 @@ export function knownCanonical(value: unknown): string | undefined {
 export function knownPythonText(value: unknown): string | undefined {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
   if (known === undefined || !known.pythonSafe) return undefined;
+  if (known.python === undefined && known.canonical === undefined) known.canonical = knownTexts(known, value);
   return (known.python ??= JSON.stringify(value));
 }
 

@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
+import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, jsonHash, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
+import { knownPythonText } from "../src/canonical.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
 import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
 import { pae, paeOfText } from "../src/dsse.js";
@@ -168,6 +169,27 @@ test("the PAE written into the reused buffer is pae() of the text's UTF-8", () =
   for (const text of ["", "{}", '{"a":"é日本語 𝄞"}', "x".repeat(9), "y".repeat(100_000), "é".repeat(40_000)]) {
     for (const type of ["application/vnd.blackbox.manifest+json;version=replay/v1", "t", "typé"]) {
       assert.equal(paeOfText(type, text).toString("hex"), pae(type, Buffer.from(text, "utf8")).toString("hex"));
+    }
+  }
+});
+
+test("one walk makes a snapshot's RFC 8785 text and its Python text, each as its own walk would", () => {
+  const values: unknown[] = [
+    { refund_id: "rf_1", status: "ok", notes: "long ".repeat(50) },
+    { b: [1, { z: 1, a: [2, { y: "é", x: null }] }, "s"], a: { "10": 1, "9": 2 }, c: [] },
+    [{ b: 1, a: 2 }, [{ d: true }, 3.5], null, "x"],
+    { a: { b: { c: 1 } }, d: [[[]]] },
+    { tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { x: { type: "string" } }, required: ["x"] } } }] },
+    { "\u00e9": 1, e: 2, E: [0.5, 12, -7] },
+  ];
+  for (const value of values) {
+    for (const first of ["canonical", "python", "hash"]) {
+      const copied = copyJson(value);
+      if (first === "python") knownPythonText(copied);
+      if (first === "hash") jsonHash(copied);
+      assert.equal(knownCanonical(copied), canonicalText(value), JSON.stringify(value));
+      assert.equal(knownPythonText(copied), JSON.stringify(value), JSON.stringify(value));
+      assert.equal(jsonHash(copied), jsonHash(structuredClone(value)));
     }
   }
 });
