@@ -52,7 +52,7 @@ function fast(value: unknown, omit: boolean, depth: number): string {
   switch (typeof value) {
     case "string":
       if (!value.isWellFormed()) throw new Refused("a lone surrogate");
-      return JSON.stringify(value);
+      return quote(value);
     case "number":
       if (!Number.isFinite(value)) throw new Refused(`${value} is not JSON`);
       return String(value);
@@ -88,11 +88,11 @@ function fast(value: unknown, omit: boolean, depth: number): string {
     atoms = key.isWellFormed() && (i === 0 || keys[i - 1]! < key) && (value[key] === undefined || isAtom(value[key], omit));
   }
   if (atoms) return JSON.stringify(value);
-  if (keys.length > 1) keys.sort();
+  const order = sortedKeys(keys);
   let out = "{";
   let first = true;
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
+  for (let i = 0; i < order.length; i++) {
+    const key = order[i]!;
     const item = value[key];
     if (item === undefined || (omit && item === null)) continue;
     if (first) first = false;
@@ -119,6 +119,50 @@ function isAtom(value: unknown, omitNulls: boolean): boolean {
   }
 }
 
+const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
+
+/** `JSON.stringify` of a well-formed string (most need no escape: they are only quoted). */
+function quote(value: string): string {
+  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : '"' + value + '"';
+}
+
+/** Key lists seen before, by their first key: each with its sorted form (shared: never mutated). */
+const SORTED = new Map<string, { readonly keys: readonly string[]; readonly sorted: readonly string[] }[]>();
+let sortedCount = 0;
+const SORTED_MAX = 512;
+const SORTED_KEYS_MAX = 32;
+
+/** `[...keys].sort()` (RFC 8785 order: UTF-16 code units), remembered for the key lists that
+ * repeat from capture to capture (the same members in the same order). Never mutate the result. */
+function sortedKeys(keys: readonly string[]): readonly string[] {
+  const n = keys.length;
+  if (n < 2) return keys;
+  const first = keys[0]!;
+  const seen = SORTED.get(first);
+  if (seen !== undefined) {
+    for (const entry of seen) {
+      const known = entry.keys;
+      if (known.length !== n) continue;
+      let i = 1;
+      while (i < n && known[i] === keys[i]) i++;
+      if (i === n) return entry.sorted;
+    }
+  }
+  const sorted = [...keys].sort();
+  if (n <= SORTED_KEYS_MAX) {
+    if (sortedCount >= SORTED_MAX) {
+      SORTED.clear();
+      sortedCount = 0;
+    }
+    const entry = { keys: [...keys], sorted };
+    const list = SORTED.get(first);
+    if (list === undefined) SORTED.set(first, [entry]);
+    else list.push(entry);
+    sortedCount += 1;
+  }
+  return sorted;
+}
+
 /** `"key":` for the member names captures repeat (a bounded memo: arbitrary JSON can't grow it). */
 const NAMES = new Map<string, string>();
 const NAMES_MAX = 1024;
@@ -139,8 +183,7 @@ function memberName(key: string): string {
  * manifest) written without building the view.
  */
 export function objectText(value: Record<string, unknown>, member: (key: string, item: unknown) => string | undefined, path: string | (() => string) = ""): string {
-  const keys = Object.keys(value);
-  if (keys.length > 1) keys.sort();
+  const keys = sortedKeys(Object.keys(value));
   let out = "{";
   let first = true;
   for (let i = 0; i < keys.length; i++) {
@@ -214,6 +257,7 @@ let bothPython = "";
  * wherever the two agree: atoms, and containers whose keys are already in RFC 8785 order).
  */
 function both(value: unknown): string {
+  if (typeof value === "string") return (bothPython = quote(value));
   if (typeof value !== "object" || value === null) return (bothPython = JSON.stringify(value));
   if (Array.isArray(value)) {
     let atoms = true;

@@ -193,3 +193,23 @@ test("one walk makes a snapshot's RFC 8785 text and its Python text, each as its
     }
   }
 });
+
+test("quoted strings and remembered key orders give the plain walk's text", () => {
+  const strings = ["plain", 'q"uote', "back\\slash", "ctl\u0001\u001f", "nl\n", "\u2028\u2029\u007f", "é😀", ""];
+  for (const text of strings) assert.equal(canonicalText({ b: [text, { y: text, x: 1 }], a: text }), `{"a":${JSON.stringify(text)},"b":[${JSON.stringify(text)},{"x":1,"y":${JSON.stringify(text)}}]}`);
+  // key lists that share a first key, a length or a prefix, seen again and again
+  const objects: Record<string, unknown>[] = [
+    { m: 1, b: 2, a: [] },
+    { m: 1, b: 2, c: [] },
+    { m: 1, b: 2 },
+    { m: 1, c: 2, a: [] },
+    { m: 1, b: 2, a: [], z: [] },
+  ];
+  for (let round = 0; round < 3; round++) {
+    for (const value of objects) {
+      const expected = "{" + Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${JSON.stringify(value[key])}`).join(",") + "}";
+      assert.equal(canonicalText(value), expected);
+      assert.equal(canonicalText(value, { omitNulls: true }), expected);
+    }
+  }
+});
