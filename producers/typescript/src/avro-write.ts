@@ -33,7 +33,8 @@ type Write = (value: unknown) => void;
 // Buffer's UTF-8 writer without `write`'s argument handling (avsc calls it too), where Node has it
 type Utf8Write = (this: Buffer, text: string, offset: number, length: number) => number;
 const nativeUtf8Write = (Buffer.prototype as unknown as { utf8Write?: Utf8Write }).utf8Write;
-const utf8Write: Utf8Write =
+/** `buffer.write(text, offset, length, "utf8")`, called as `utf8Write.call(buffer, ...)`. */
+export const utf8Write: Utf8Write =
   typeof nativeUtf8Write === "function"
     ? nativeUtf8Write
     : function (this: Buffer, text: string, offset: number, length: number): number {
