@@ -79,6 +79,19 @@ describe("detector triggers", () => {
     const untriggered = builtinDetectors().map((detector): Detector => ({ name: detector.name, find: (text) => detector.find(text) }));
     for (const text of texts) assert.deepEqual(findAll(text, builtinDetectors()), findAll(text, untriggered), text);
   });
+
+  test("one-character triggers united into one class find what each finds", () => {
+    const marker = (name: string, trigger: RegExp): Detector => ({ name, trigger, find: (text) => (trigger.test(text) ? [{ start: 0, end: 1, kind: name }] : []) });
+    const sets: RegExp[][] = [[/@/, /[0-9]/], [/[+-]/, /[0-9]/], [/[-x]/, /a/], [/[a-c]/, /:/], [/[\u00a0]/, /z/], [/[^a]/, /b/]];
+    const texts = ["", "a", "b", "0", "@", "+", "-", "x", "1-", "z", "\u00a0", ":", "plain", "dash - ok"];
+    for (const triggers of sets) {
+      const detectors = triggers.map((trigger, i) => marker(`d${i}`, trigger));
+      for (const text of texts) {
+        const expected = triggers.some((trigger) => trigger.test(text)) ? 1 : 0;
+        assert.equal(findAll(text, detectors).length, expected, `${String(triggers)} on ${JSON.stringify(text)}`);
+      }
+    }
+  });
 });
 
 describe("compiled Avro writer", () => {
