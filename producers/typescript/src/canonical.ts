@@ -376,6 +376,48 @@ interface Walk {
   pythonSafe: boolean;
 }
 
+/**
+ * Know `value` as `copyJson`'s copies are known (its RFC 8785 and Python texts made once, in one
+ * walk), without copying it: for JSON this process owns and will never change, such as a capture's
+ * parts after they crossed to a sealing thread. False (nothing learnt) if it is not plain JSON.
+ */
+export function adoptJson(value: unknown): boolean {
+  if (typeof value !== "object" || value === null || CANONICAL.has(value)) return false;
+  const walk: Walk = { pythonSafe: true };
+  if (!isJson(value, 0, walk)) return false;
+  CANONICAL.set(value, { canonical: undefined, pythonSafe: walk.pythonSafe, hash: undefined, python: undefined });
+  return true;
+}
+
+/** True for what `copy` would copy as it is (no undefined members, which a copy leaves out). */
+function isJson(value: unknown, depth: number, walk: Walk): boolean {
+  switch (typeof value) {
+    case "string":
+      return value.isWellFormed();
+    case "number":
+      if (!Number.isFinite(value)) return false;
+      if (walk.pythonSafe && !printsAlike(value)) walk.pythonSafe = false;
+      return true;
+    case "boolean":
+      return true;
+    case "object":
+      break;
+    default:
+      return false;
+  }
+  if (value === null) return true;
+  if (depth >= MAX_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1, walk)) return false;
+    return true;
+  }
+  if (!isPlainObject(value)) return false;
+  for (const key in value) {
+    if (!Object.hasOwn(value, key) || !key.isWellFormed() || !isJson(value[key], depth + 1, walk)) return false;
+  }
+  return true;
+}
+
 /** A checked copy of `value` (refusing what has no RFC 8785 form). */
 function copy(value: unknown, depth: number, walk: Walk): unknown {
   switch (typeof value) {

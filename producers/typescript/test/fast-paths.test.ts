@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, jsonHash, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
-import { knownPythonText } from "../src/canonical.js";
+import { adoptJson, knownPythonText } from "../src/canonical.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
 import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
 import { pae, paeOfText } from "../src/dsse.js";
@@ -225,4 +225,20 @@ test("quoted strings and remembered key orders give the plain walk's text", () =
       assert.equal(canonicalText(value, { omitNulls: true }), expected);
     }
   }
+});
+
+test("adopted JSON is known as a copy is; what is not plain JSON is not adopted", () => {
+  const value = { b: [1, { z: "é", a: null }], a: 0.5, c: { "10": 1, "9": [] } };
+  const adopted = structuredClone(value);
+  assert.ok(adoptJson(adopted));
+  assert.ok(!adoptJson(adopted), "once");
+  assert.equal(knownCanonical(adopted), canonicalText(value));
+  assert.equal(knownPythonText(adopted), JSON.stringify(value));
+  assert.equal(jsonHash(adopted), jsonHash(structuredClone(value)));
+  const notJson: unknown[] = [{ a: undefined }, { a: Number.NaN }, [1, undefined], { d: new Date(0) }, { s: "\ud800" }, { big: 1n }, "atom"];
+  for (const item of notJson) assert.ok(!adoptJson(item));
+  const unsafe = { n: 1e21 };
+  assert.ok(adoptJson(unsafe));
+  assert.equal(knownPythonText(unsafe), undefined, "numbers Python writes otherwise are left to pyjson");
+  assert.equal(knownCanonical(unsafe), canonicalText({ n: 1e21 }));
 });
