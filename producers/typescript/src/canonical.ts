@@ -126,8 +126,15 @@ function quote(value: string): string {
   return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : '"' + value + '"';
 }
 
+interface KeyOrder {
+  readonly keys: readonly string[];
+  readonly sorted: readonly string[];
+  /** `sorted[i] === keys[order[i]]` */
+  readonly order: readonly number[];
+}
+
 /** Key lists seen before, by their first key: each with its sorted form (shared: never mutated). */
-const SORTED = new Map<string, { readonly keys: readonly string[]; readonly sorted: readonly string[] }[]>();
+const SORTED = new Map<string, KeyOrder[]>();
 let sortedCount = 0;
 const SORTED_MAX = 512;
 const SORTED_KEYS_MAX = 32;
@@ -135,32 +142,36 @@ const SORTED_KEYS_MAX = 32;
 /** `[...keys].sort()` (RFC 8785 order: UTF-16 code units), remembered for the key lists that
  * repeat from capture to capture (the same members in the same order). Never mutate the result. */
 function sortedKeys(keys: readonly string[]): readonly string[] {
+  return keys.length < 2 ? keys : keyOrder(keys).sorted;
+}
+
+function keyOrder(keys: readonly string[]): KeyOrder {
   const n = keys.length;
-  if (n < 2) return keys;
   const first = keys[0]!;
   const seen = SORTED.get(first);
   if (seen !== undefined) {
-    for (const entry of seen) {
+    for (let j = 0; j < seen.length; j++) {
+      const entry = seen[j]!;
       const known = entry.keys;
       if (known.length !== n) continue;
       let i = 1;
       while (i < n && known[i] === keys[i]) i++;
-      if (i === n) return entry.sorted;
+      if (i === n) return entry;
     }
   }
-  const sorted = [...keys].sort();
+  const order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0));
+  const entry: KeyOrder = { keys: [...keys], sorted: order.map((i) => keys[i]!), order };
   if (n <= SORTED_KEYS_MAX) {
     if (sortedCount >= SORTED_MAX) {
       SORTED.clear();
       sortedCount = 0;
     }
-    const entry = { keys: [...keys], sorted };
     const list = SORTED.get(first);
     if (list === undefined) SORTED.set(first, [entry]);
     else list.push(entry);
     sortedCount += 1;
   }
-  return sorted;
+  return entry;
 }
 
 /** `"key":` for the member names captures repeat (a bounded memo: arbitrary JSON can't grow it). */
@@ -303,7 +314,7 @@ function both(value: unknown): string {
     bothPython = python;
     return canonical;
   }
-  const order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1));
+  const order = keyOrder(keys).order;
   let canonical = "{";
   for (let i = 0; i < order.length; i++) canonical += (i > 0 ? "," : "") + members[order[i]!]!;
   bothPython = python;

@@ -304,26 +304,33 @@ export function findAll(text: string, detectors: readonly Detector[]): Finding[]
   // one scan of the text for what every detector needs (most text has none of it), then each trigger once
   const any = anyTrigger(detectors);
   if (any !== undefined && !any.test(text)) return [];
-  const candidates: [number, number, number, Finding][] = [];
-  // each distinct trigger tested once (detectors share them)
-  const tested: (RegExp | undefined)[] = [];
-  const results: boolean[] = [];
+  let candidates: [number, number, number, Finding][] | undefined;
+  // each distinct trigger tested once (detectors share them): bits of what was tested and what matched
+  let tested = 0;
+  let matched = 0;
   for (let rank = 0; rank < detectors.length; rank++) {
     const detector = detectors[rank]!;
     const trigger = detector.trigger;
     if (trigger !== undefined) {
-      let at = tested.indexOf(trigger);
-      if (at < 0) {
-        at = tested.push(trigger) - 1;
-        results.push(trigger.test(text));
+      let at = 0;
+      while (at < 31 && at < rank && detectors[at]!.trigger !== trigger) at++;
+      const bit = 1 << at;
+      if (at < 31 && (tested & bit) !== 0) {
+        if ((matched & bit) === 0) continue;
+      } else {
+        const found = trigger.test(text);
+        if (at < 31) {
+          tested |= bit;
+          if (found) matched |= bit;
+        }
+        if (!found) continue;
       }
-      if (!results[at]) continue;
     }
     for (const finding of detector.find(text)) {
-      if (finding.start >= 0 && finding.start < finding.end && finding.end <= text.length) candidates.push([finding.start, -finding.end, rank, finding]);
+      if (finding.start >= 0 && finding.start < finding.end && finding.end <= text.length) (candidates ??= []).push([finding.start, -finding.end, rank, finding]);
     }
   }
-  if (candidates.length === 0) return [];
+  if (candidates === undefined) return [];
   candidates.sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2]);
   const kept: Finding[] = [];
   let end = 0;
