@@ -45,6 +45,21 @@ export function canonicalMember(value: unknown, omitNulls: boolean, path: () => 
   }
 }
 
+/** `canonicalMember(value, omitNulls, ...)` whose path, made only if the value is refused, is
+ * `head`, then `.key`, `[index]` and `.field` where given (no closure made per member). */
+export function canonicalAt(value: unknown, omitNulls: boolean, head: string, key?: string, index = -1, field?: string): string {
+  try {
+    return fast(value, omitNulls, 0);
+  } catch (error) {
+    if (!(error instanceof Refused)) throw error;
+    let path = head;
+    if (key !== undefined) path = joinKey(path, key);
+    if (index >= 0) path += `[${index}]`;
+    if (field !== undefined) path = joinKey(path, field);
+    return canonicalText(value, { omitNulls, path });
+  }
+}
+
 class Refused extends Error {}
 
 /** `write` without paths (the hot path); throws `Refused` where `write` names the member. */

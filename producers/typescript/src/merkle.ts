@@ -4,7 +4,7 @@
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
 import { ContractError } from "./errors.js";
-import { canonicalMember, isPlainObject, objectText, sha256Hex } from "./canonical.js";
+import { canonicalAt, isPlainObject, objectText, sha256Hex } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -83,8 +83,7 @@ const LEAF_KEY_SET: ReadonlySet<string> = new Set(WORKING_SET_LEAF_KEYS);
 
 /** The entry's leaf fields (nulls omitted) as RFC 8785 text, written from the entry itself. */
 function leafText(entries: readonly unknown[], index: number): string {
-  const path = (): string => `${ENTRIES}[${index}]`;
-  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalMember(item, true, () => `${path()}.${key}`) : undefined), path);
+  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalAt(item, true, ENTRIES, undefined, index, key) : undefined), () => `${ENTRIES}[${index}]`);
 }
 
 /**
