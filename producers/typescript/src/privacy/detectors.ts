@@ -274,7 +274,11 @@ const ANY_TRIGGER = new WeakMap<readonly Detector[], { readonly triggers: (RegEx
  * the list's triggers changed). */
 function anyTrigger(detectors: readonly Detector[]): RegExp | undefined {
   const known = ANY_TRIGGER.get(detectors);
-  if (known !== undefined && known.triggers.length === detectors.length && known.triggers.every((trigger, i) => detectors[i]!.trigger === trigger)) return known.any;
+  if (known !== undefined && known.triggers.length === detectors.length) {
+    let i = 0;
+    while (i < detectors.length && detectors[i]!.trigger === known.triggers[i]) i++;
+    if (i === detectors.length) return known.any;
+  }
   const triggers = detectors.map((detector) => detector.trigger);
   const usable = triggers.every((trigger) => trigger !== undefined && trigger.flags === "");
   const sources = usable ? [...new Set(triggers.map((trigger) => trigger!.source))] : [];

@@ -165,7 +165,8 @@ const ENCODING_KEYS = new Map<string, string>();
 /** `<contentKey>Encoding`, the member that says a text part is base64 (made once per key). */
 function encodingKey(contentKey: string): string {
   let key = ENCODING_KEYS.get(contentKey);
-  if (key === undefined) ENCODING_KEYS.set(contentKey, (key = `${contentKey}Encoding`));
+  // kept as a property key (internalized), so looking it up on a record does not hash it again
+  if (key === undefined) ENCODING_KEYS.set(contentKey, (key = Object.keys({ [`${contentKey}Encoding`]: 0 })[0]!));
   return key;
 }
 
