@@ -86,7 +86,7 @@ function writeString(s: string): void {
   const length = s.length;
   if (length < 64) {
     // short: ASCII by hand (one byte per code unit); anything else through Buffer's UTF-8 writer
-    reserve(1 + length * 3);
+    reserve(2 + length * 3); // a length of 64 bytes or more takes two
     const start = pos;
     let i = 0;
     pos += 1;
