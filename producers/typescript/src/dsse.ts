@@ -21,7 +21,7 @@ let scratch = Buffer.allocUnsafeSlow(16 * 1024);
  */
 export function paeOfText(payloadType: string, text: string): Buffer {
   const type = Buffer.byteLength(payloadType, "utf8");
-  const room = 32 + type; // "DSSEv1 " + two lengths of at most 16 digits + type + 3 spaces
+  const room = 42 + type; // "DSSEv1 " (7) + two lengths of at most 16 digits + type + 3 spaces
   if (scratch.length < room + text.length * 3) scratch = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, room + text.length * 3));
   const size = utf8Write.call(scratch, text, room, scratch.length - room);
   const head = `DSSEv1 ${type} ${payloadType} ${size} `;
