@@ -10,6 +10,7 @@ import avro from "avsc";
 import { ContractError, SerializationError } from "./errors.js";
 import { isPlainObject } from "./canonical.js";
 import { pythonJsonText } from "./pyjson.js";
+import { compileEncoder, type Encode } from "./avro-write.js";
 
 export const MAGIC = Buffer.from([0xc3, 0x01]);
 
@@ -170,8 +171,44 @@ function encode(kind: Kind, datum: unknown): Buffer {
   return own;
 }
 
+const jsonText = (value: unknown): unknown => pythonJsonText(value);
+
+let captureEncoder: Encode | null | undefined; // null: the schema has a type it does not write
+
+/** @internal The capture written in one pass, checked as it is written and converted where `captureToAvro`
+ * converts (no converted copy made); undefined for anything it does not write, which the avsc
+ * path then encodes or refuses with the reason. */
+export function encodeCaptureFast(capture: Record<string, unknown>): Buffer | undefined {
+  if (captureEncoder === null) return undefined;
+  try {
+    if (captureEncoder === undefined) {
+      captureEncoder = null;
+      const found = writer("capture");
+      const hooks = new Map<string, (value: unknown) => unknown>([
+        ["$.input.requestPayload", jsonText],
+        ["$.agentConfiguration.toolSchemaJson", jsonText],
+        ["$.agentConfiguration.samplingParameters", (value) => samplingToAvro(value, "agentConfiguration.samplingParameters")],
+        ["$.executionTrace.toolCalls.input", jsonText],
+        ["$.executionTrace.toolCalls.output", jsonText],
+        ["$.externalState.observableExternals.capturedValue", jsonText],
+      ]);
+      captureEncoder = compileEncoder(found.type, found.header, hooks);
+    }
+    return captureEncoder(capture);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Single-object Avro bytes of a capture in JSON form (the Python codec's bytes for the same value). */
 export function encodeCapture(capture: Record<string, unknown>): Buffer {
+  if (!isPlainObject(capture)) throw new SerializationError("a capture is a JSON object");
+  return encodeCaptureFast(capture) ?? encodeCaptureAvsc(capture);
+}
+
+/** @internal The capture's bytes through avsc (checked first, then written): the reference the
+ * compiled writer is tested against, and the path that names what is wrong. */
+export function encodeCaptureAvsc(capture: Record<string, unknown>): Buffer {
   if (!isPlainObject(capture)) throw new SerializationError("a capture is a JSON object");
   try {
     return encode("capture", captureToAvro(capture));

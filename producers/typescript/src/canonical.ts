@@ -45,6 +45,21 @@ export function canonicalMember(value: unknown, omitNulls: boolean, path: () => 
   }
 }
 
+/** `canonicalMember(value, omitNulls, ...)` whose path, made only if the value is refused, is
+ * `head`, then `.key`, `[index]` and `.field` where given (no closure made per member). */
+export function canonicalAt(value: unknown, omitNulls: boolean, head: string, key?: string, index = -1, field?: string): string {
+  try {
+    return fast(value, omitNulls, 0);
+  } catch (error) {
+    if (!(error instanceof Refused)) throw error;
+    let path = head;
+    if (key !== undefined) path = joinKey(path, key);
+    if (index >= 0) path += `[${index}]`;
+    if (field !== undefined) path = joinKey(path, field);
+    return canonicalText(value, { omitNulls, path });
+  }
+}
+
 class Refused extends Error {}
 
 /** `write` without paths (the hot path); throws `Refused` where `write` names the member. */
@@ -52,7 +67,7 @@ function fast(value: unknown, omit: boolean, depth: number): string {
   switch (typeof value) {
     case "string":
       if (!value.isWellFormed()) throw new Refused("a lone surrogate");
-      return JSON.stringify(value);
+      return quote(value);
     case "number":
       if (!Number.isFinite(value)) throw new Refused(`${value} is not JSON`);
       return String(value);
@@ -88,11 +103,11 @@ function fast(value: unknown, omit: boolean, depth: number): string {
     atoms = key.isWellFormed() && (i === 0 || keys[i - 1]! < key) && (value[key] === undefined || isAtom(value[key], omit));
   }
   if (atoms) return JSON.stringify(value);
-  if (keys.length > 1) keys.sort();
+  const order = sortedKeys(keys);
   let out = "{";
   let first = true;
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
+  for (let i = 0; i < order.length; i++) {
+    const key = order[i]!;
     const item = value[key];
     if (item === undefined || (omit && item === null)) continue;
     if (first) first = false;
@@ -119,6 +134,61 @@ function isAtom(value: unknown, omitNulls: boolean): boolean {
   }
 }
 
+const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
+
+/** `JSON.stringify` of a well-formed string (most need no escape: they are only quoted). */
+function quote(value: string): string {
+  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : '"' + value + '"';
+}
+
+interface KeyOrder {
+  readonly keys: readonly string[];
+  readonly sorted: readonly string[];
+  /** `sorted[i] === keys[order[i]]` */
+  readonly order: readonly number[];
+}
+
+/** Key lists seen before, by their first key: each with its sorted form (shared: never mutated). */
+const SORTED = new Map<string, KeyOrder[]>();
+let sortedCount = 0;
+const SORTED_MAX = 512;
+const SORTED_KEYS_MAX = 32;
+
+/** `[...keys].sort()` (RFC 8785 order: UTF-16 code units), remembered for the key lists that
+ * repeat from capture to capture (the same members in the same order). Never mutate the result. */
+function sortedKeys(keys: readonly string[]): readonly string[] {
+  return keys.length < 2 ? keys : keyOrder(keys).sorted;
+}
+
+function keyOrder(keys: readonly string[]): KeyOrder {
+  const n = keys.length;
+  const first = keys[0]!;
+  const seen = SORTED.get(first);
+  if (seen !== undefined) {
+    for (let j = 0; j < seen.length; j++) {
+      const entry = seen[j]!;
+      const known = entry.keys;
+      if (known.length !== n) continue;
+      let i = 1;
+      while (i < n && known[i] === keys[i]) i++;
+      if (i === n) return entry;
+    }
+  }
+  const order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0));
+  const entry: KeyOrder = { keys: [...keys], sorted: order.map((i) => keys[i]!), order };
+  if (n <= SORTED_KEYS_MAX) {
+    if (sortedCount >= SORTED_MAX) {
+      SORTED.clear();
+      sortedCount = 0;
+    }
+    const list = SORTED.get(first);
+    if (list === undefined) SORTED.set(first, [entry]);
+    else list.push(entry);
+    sortedCount += 1;
+  }
+  return entry;
+}
+
 /** `"key":` for the member names captures repeat (a bounded memo: arbitrary JSON can't grow it). */
 const NAMES = new Map<string, string>();
 const NAMES_MAX = 1024;
@@ -139,8 +209,7 @@ function memberName(key: string): string {
  * manifest) written without building the view.
  */
 export function objectText(value: Record<string, unknown>, member: (key: string, item: unknown) => string | undefined, path: string | (() => string) = ""): string {
-  const keys = Object.keys(value);
-  if (keys.length > 1) keys.sort();
+  const keys = sortedKeys(Object.keys(value));
   let out = "{";
   let first = true;
   for (let i = 0; i < keys.length; i++) {
@@ -187,11 +256,88 @@ export function textHash(text: string, path = ""): string {
   return HASH_PREFIX + sha256Hex(text);
 }
 
-/** Hash of a JSON part: its RFC 8785 bytes (computed once for a value `copyJson` made). */
-export function jsonHash(value: unknown, path = ""): string {
+/** Hash of a JSON part: its RFC 8785 bytes (computed once for a value `copyJson` made). `path`
+ * (or the function that makes it, called only if the value is refused) names it in errors. */
+export function jsonHash(value: unknown, path: string | (() => string) = ""): string {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
-  if (known === undefined) return HASH_PREFIX + sha256Hex(canonicalText(value, { path }));
-  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= canonicalText(value, { path }))));
+  if (known === undefined) return HASH_PREFIX + sha256Hex(canonicalLazy(value, path));
+  return (known.hash ??= HASH_PREFIX + sha256Hex((known.canonical ??= knownTexts(known, value) ?? canonicalLazy(value, path))));
+}
+
+/** The RFC 8785 text of a `copyJson` copy whose numbers print alike in Python, its Python text
+ * kept too (one walk makes both; the strings of members where the two agree are shared); else
+ * undefined. */
+function knownTexts(known: Known, value: unknown): string | undefined {
+  if (!known.pythonSafe) return undefined;
+  const canonical = both(value);
+  known.python ??= bothPython;
+  return canonical;
+}
+
+/** What `both` left: the `JSON.stringify` text of the value it was given. */
+let bothPython = "";
+
+/**
+ * RFC 8785 text of a checked copy (`copyJson`'s: plain objects, finite numbers, well-formed
+ * strings, no undefined), leaving its `JSON.stringify` text in `bothPython` (the same string
+ * wherever the two agree: atoms, and containers whose keys are already in RFC 8785 order).
+ */
+function both(value: unknown): string {
+  if (typeof value === "string") return (bothPython = quote(value));
+  if (typeof value !== "object" || value === null) return (bothPython = JSON.stringify(value));
+  if (Array.isArray(value)) {
+    let atoms = true;
+    for (let i = 0; i < value.length && atoms; i++) atoms = typeof value[i] !== "object" || value[i] === null;
+    if (atoms) return (bothPython = JSON.stringify(value));
+    let canonical = "[";
+    let python: string | undefined; // made once the two differ
+    for (let i = 0; i < value.length; i++) {
+      const separator = i > 0 ? "," : "";
+      const text = both(value[i]);
+      const itemPython = bothPython;
+      if (python === undefined && itemPython !== text) python = canonical;
+      canonical += separator + text;
+      if (python !== undefined) python += separator + itemPython;
+    }
+    canonical += "]";
+    bothPython = python === undefined ? canonical : python + "]";
+    return canonical;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let sorted = true;
+  let atoms = true;
+  for (let i = 0; i < keys.length; i++) {
+    if (i > 0 && !(keys[i - 1]! < keys[i]!)) sorted = false;
+    const item = record[keys[i]!];
+    if (typeof item === "object" && item !== null) atoms = false;
+  }
+  if (sorted && atoms) return (bothPython = JSON.stringify(record));
+  const members = new Array<string>(keys.length);
+  let pythonMembers: string[] | undefined; // made once the two differ
+  for (let i = 0; i < keys.length; i++) {
+    const name = memberName(keys[i]!);
+    const text = both(record[keys[i]!]);
+    const itemPython = bothPython;
+    members[i] = name + text;
+    if (pythonMembers === undefined && itemPython !== text) pythonMembers = members.slice(0, i);
+    if (pythonMembers !== undefined) pythonMembers.push(itemPython === text ? members[i]! : name + itemPython);
+  }
+  const python = "{" + (pythonMembers ?? members).join(",") + "}";
+  if (sorted) {
+    const canonical = pythonMembers === undefined ? python : "{" + members.join(",") + "}";
+    bothPython = python;
+    return canonical;
+  }
+  const order = keyOrder(keys).order;
+  let canonical = "{";
+  for (let i = 0; i < order.length; i++) canonical += (i > 0 ? "," : "") + members[order[i]!]!;
+  bothPython = python;
+  return canonical + "}";
+}
+
+function canonicalLazy(value: unknown, path: string | (() => string)): string {
+  return typeof path === "string" ? canonicalText(value, { path }) : canonicalMember(value, false, path);
 }
 
 /**
@@ -232,7 +378,7 @@ const CANONICAL = new WeakMap<object, Known>();
 export function knownCanonical(value: unknown): string | undefined {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
   if (known === undefined) return undefined;
-  return (known.canonical ??= canonicalText(value));
+  return (known.canonical ??= knownTexts(known, value) ?? canonicalText(value));
 }
 
 /** The Python codec's JSON text of an object `copyJson` made whose numbers all print alike in
@@ -240,6 +386,7 @@ export function knownCanonical(value: unknown): string | undefined {
 export function knownPythonText(value: unknown): string | undefined {
   const known = typeof value === "object" && value !== null ? CANONICAL.get(value) : undefined;
   if (known === undefined || !known.pythonSafe) return undefined;
+  if (known.python === undefined && known.canonical === undefined) known.canonical = knownTexts(known, value);
   return (known.python ??= JSON.stringify(value));
 }
 
@@ -253,6 +400,48 @@ export function printsAlike(value: number): boolean {
 
 interface Walk {
   pythonSafe: boolean;
+}
+
+/**
+ * Know `value` as `copyJson`'s copies are known (its RFC 8785 and Python texts made once, in one
+ * walk), without copying it: for JSON this process owns and will never change, such as a capture's
+ * parts after they crossed to a sealing thread. False (nothing learnt) if it is not plain JSON.
+ */
+export function adoptJson(value: unknown): boolean {
+  if (typeof value !== "object" || value === null || CANONICAL.has(value)) return false;
+  const walk: Walk = { pythonSafe: true };
+  if (!isJson(value, 0, walk)) return false;
+  CANONICAL.set(value, { canonical: undefined, pythonSafe: walk.pythonSafe, hash: undefined, python: undefined });
+  return true;
+}
+
+/** True for what `copy` would copy as it is (no undefined members, which a copy leaves out). */
+function isJson(value: unknown, depth: number, walk: Walk): boolean {
+  switch (typeof value) {
+    case "string":
+      return value.isWellFormed();
+    case "number":
+      if (!Number.isFinite(value)) return false;
+      if (walk.pythonSafe && !printsAlike(value)) walk.pythonSafe = false;
+      return true;
+    case "boolean":
+      return true;
+    case "object":
+      break;
+    default:
+      return false;
+  }
+  if (value === null) return true;
+  if (depth >= MAX_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1, walk)) return false;
+    return true;
+  }
+  if (!isPlainObject(value)) return false;
+  for (const key in value) {
+    if (!Object.hasOwn(value, key) || !key.isWellFormed() || !isJson(value[key], depth + 1, walk)) return false;
+  }
+  return true;
 }
 
 /** A checked copy of `value` (refusing what has no RFC 8785 form). */

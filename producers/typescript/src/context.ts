@@ -20,8 +20,12 @@ const SEPARATOR = "\\n\\n";
 
 /** The text inside a JSON string literal, as Python's `json.dumps(ensure_ascii=False)` escapes it. */
 function escape(text: string): string {
+  // most text has nothing to escape: then it is its own escaped form (no copy made)
+  if (!NEEDS_ESCAPE.test(text) && text.isWellFormed()) return text;
   return JSON.stringify(text).slice(1, -1);
 }
+
+const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
 
 /** The last system prompt escaped (it is the same in every decision of an agent). */
 let lastPrompt: { readonly text: string; readonly escaped: string; readonly size: number } | undefined;

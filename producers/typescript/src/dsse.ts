@@ -1,4 +1,5 @@
 /** DSSE v1 pre-authentication encoding (secure-systems-lab/dsse protocol.md), as `producers/evidence/dsse.py`. */
+import { utf8Write } from "./avro-write.js";
 
 /** `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`, lengths in bytes, ASCII decimal. */
 export function pae(payloadType: string, payload: Buffer): Buffer {
@@ -9,4 +10,22 @@ export function pae(payloadType: string, payload: Buffer): Buffer {
     Buffer.from(` ${payload.length} `, "ascii"),
     payload,
   ]);
+}
+
+let scratch = Buffer.allocUnsafeSlow(16 * 1024);
+
+/**
+ * `pae(payloadType, UTF-8 of text)` written into a buffer this module reuses: valid only until
+ * the next call (for a caller that signs it at once). The text is written once, straight after
+ * the room the longest header needs, and the header in front of it.
+ */
+export function paeOfText(payloadType: string, text: string): Buffer {
+  const type = Buffer.byteLength(payloadType, "utf8");
+  const room = 42 + type; // "DSSEv1 " (7) + two lengths of at most 16 digits + type + 3 spaces
+  if (scratch.length < room + text.length * 3) scratch = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, room + text.length * 3));
+  const size = utf8Write.call(scratch, text, room, scratch.length - room);
+  const head = `DSSEv1 ${type} ${payloadType} ${size} `;
+  const start = room - Buffer.byteLength(head, "utf8");
+  utf8Write.call(scratch, head, start, room - start);
+  return scratch.subarray(start, room + size);
 }

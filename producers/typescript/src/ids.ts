@@ -12,8 +12,16 @@ export function newDecisionId(ms: number = Date.now()): string {
   return `dec_${time}${random}`;
 }
 
+let lastMs = Number.NaN;
+let lastText = "";
+
 export function timestamp(ms: number = Date.now()): string {
-  return new Date(ms).toISOString();
+  // decisions made within the same millisecond share its text
+  if (ms !== lastMs) {
+    lastText = new Date(ms).toISOString();
+    lastMs = ms;
+  }
+  return lastText;
 }
 
 // random bytes drawn from the CSPRNG a pool at a time (one call per 256 ids, not one per id)

@@ -4,7 +4,7 @@
  * defaults (`fidelity: "sdk"`, an empty `executionTrace.modelCalls`) left out, null members
  * omitted at every depth, RFC 8785 bytes.
  */
-import { canonicalMember, isPlainObject, joinKey, objectText } from "./canonical.js";
+import { canonicalAt, isPlainObject, objectText } from "./canonical.js";
 import { SECTION_CONTENT } from "./parts.js";
 
 export const MANIFEST_PAYLOAD_TYPE = "application/vnd.blackbox.manifest+json;version=replay/v1";
@@ -48,7 +48,7 @@ export function manifestView(capture: Record<string, unknown>): Record<string, u
 
 /** The bytes the signature covers (before PAE); `ContractError` naming a field with no RFC 8785 form.
  * `entryTexts`: the RFC 8785 text of working-set entries whose manifest form is their Merkle leaf
- * (`workingSetRoot` made them), written as they are. */
+ * (`workingSetRootHex` made them), written as they are. */
 export function manifestBytes(capture: Record<string, unknown>, entryTexts?: ReadonlyMap<object, string>): Buffer {
   return Buffer.from(manifestText(capture, entryTexts), "utf8");
 }
@@ -59,13 +59,9 @@ export function manifestText(capture: Record<string, unknown>, entryTexts?: Read
     if (key === "fidelity" && value === "sdk") return undefined;
     const section = SECTION_CONTENT.get(key);
     if (section !== undefined && isPlainObject(value)) return sectionText(key, value, section, entryTexts);
-    if (key === "signature" && isPlainObject(value)) return objectText(value, (name, item) => (name === "signatureBytes" ? undefined : canonical(item, () => joinKey(key, name))), key);
-    return canonical(value, () => key);
+    if (key === "signature" && isPlainObject(value)) return objectText(value, (name, item) => (name === "signatureBytes" ? undefined : canonicalAt(item, true, key, name)), key);
+    return canonicalAt(value, true, key);
   });
-}
-
-function canonical(value: unknown, path: () => string): string {
-  return canonicalMember(value, true, path);
 }
 
 function sectionText(name: string, section: Record<string, unknown>, content: { top: Set<string>; lists: Map<string, Set<string>> }, entryTexts: ReadonlyMap<object, string> | undefined): string {
@@ -75,15 +71,14 @@ function sectionText(name: string, section: Record<string, unknown>, content: { 
       if (content.top.has(key)) return undefined;
       if (name === "executionTrace" && key === "modelCalls" && Array.isArray(value) && value.length === 0) return undefined;
       const recordKeys = content.lists.get(key);
-      const at = name + "." + key;
-      if (recordKeys === undefined || !Array.isArray(value)) return canonical(value, () => at);
+      if (recordKeys === undefined || !Array.isArray(value)) return canonicalAt(value, true, name, key);
       const known = key === "workingSetEntries" ? entryTexts : undefined;
       let out = "[";
       for (let i = 0; i < value.length; i++) {
         const record: unknown = value[i];
         if (i > 0) out += ",";
-        if (!isPlainObject(record)) out += canonical(record, () => `${at}[${i}]`);
-        else out += known?.get(record) ?? objectText(record, (field, item) => (recordKeys.has(field) ? undefined : canonical(item, () => `${at}[${i}].${field}`)), `${at}[${i}]`);
+        if (!isPlainObject(record)) out += canonicalAt(record, true, name, key, i);
+        else out += known?.get(record) ?? objectText(record, (field, item) => (recordKeys.has(field) ? undefined : canonicalAt(item, true, name, key, i, field)), () => `${name}.${key}[${i}]`);
       }
       return out + "]";
     },

@@ -4,7 +4,7 @@
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
 import { ContractError } from "./errors.js";
-import { canonicalMember, isPlainObject, objectText, sha256Digest } from "./canonical.js";
+import { canonicalAt, isPlainObject, objectText, sha256Hex } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -21,23 +21,34 @@ export const WORKING_SET_LEAF_KEYS = [
 
 const ENTRIES = "memoryState.workingSetEntries";
 const LEAF = Buffer.from([0]);
-const NODE = Buffer.from([1]);
+const EMPTY_ROOT = sha256Hex(Buffer.alloc(0));
 
-function sha256(...parts: Buffer[]): Buffer {
-  return sha256Digest(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+// a node hash is sha256(0x01 || left || right): written into one buffer (hashes are carried as
+// hex, which node:crypto returns without making a Buffer)
+const NODE_INPUT = Buffer.alloc(65, 1);
+
+function nodeHex(left: string, right: string): string {
+  NODE_INPUT.write(left, 1, 32, "hex");
+  NODE_INPUT.write(right, 33, 32, "hex");
+  return sha256Hex(NODE_INPUT);
 }
 
-/** The RFC 6962 Merkle tree hash of `leaves` (raw leaf data); 32 bytes. */
-export function merkleRoot(leaves: readonly Buffer[]): Buffer {
-  if (leaves.length === 0) return sha256();
-  let level = leaves.map((leaf) => sha256(LEAF, leaf));
+/** The root (hex) above leaf hashes (hex), pairing each level and carrying an odd last node up. */
+function rootHex(leafHashes: string[]): string {
+  if (leafHashes.length === 0) return EMPTY_ROOT;
+  let level = leafHashes;
   while (level.length > 1) {
-    const next: Buffer[] = [];
-    for (let i = 0; i + 1 < level.length; i += 2) next.push(sha256(NODE, level[i]!, level[i + 1]!));
+    const next: string[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) next.push(nodeHex(level[i]!, level[i + 1]!));
     if (level.length % 2) next.push(level[level.length - 1]!);
     level = next;
   }
   return level[0]!;
+}
+
+/** The RFC 6962 Merkle tree hash of `leaves` (raw leaf data); 32 bytes. */
+export function merkleRoot(leaves: readonly Buffer[]): Buffer {
+  return Buffer.from(rootHex(leaves.map((leaf) => sha256Hex(Buffer.concat([LEAF, leaf])))), "hex");
 }
 
 /** Indices of `entries` in `contextPosition` order; `ContractError` naming the entry otherwise. */
@@ -72,30 +83,27 @@ const LEAF_KEY_SET: ReadonlySet<string> = new Set(WORKING_SET_LEAF_KEYS);
 
 /** The entry's leaf fields (nulls omitted) as RFC 8785 text, written from the entry itself. */
 function leafText(entries: readonly unknown[], index: number): string {
-  const path = (): string => `${ENTRIES}[${index}]`;
-  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalMember(item, true, () => `${path()}.${key}`) : undefined), path);
+  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalAt(item, true, ENTRIES, undefined, index, key) : undefined), () => `${ENTRIES}[${index}]`);
 }
 
 /**
- * The working-set root, `merkleRoot(workingSetLeaves(entries))`. `manifestForms` receives the leaf
- * text of each entry that has no member but its leaf fields and its rendered content: the manifest
- * (which drops the content) writes that entry as exactly this text.
+ * The working-set root, `merkleRoot(workingSetLeaves(entries))`, in hex. `manifestForms` receives
+ * the leaf text of each entry that has no member but its leaf fields and its rendered content: the
+ * manifest (which drops the content) writes that entry as exactly this text.
  */
-export function workingSetRoot(entries: readonly unknown[], manifestForms?: Map<object, string>): Buffer {
-  const order = positionOrder(entries);
-  if (order.length === 0) return sha256();
+export function workingSetRootHex(entries: readonly unknown[], manifestForms?: Map<object, string>): string {
   // a leaf hash is sha256(0x00 || leaf): U+0000 is that byte in UTF-8
-  let level = order.map((index) => {
-    const text = leafText(entries, index);
-    const entry = entries[index] as Record<string, unknown>;
-    if (manifestForms !== undefined && Object.keys(entry).every((key) => LEAF_KEY_SET.has(key) || key === "renderedContent")) manifestForms.set(entry, text);
-    return sha256Digest("\u0000" + text);
-  });
-  while (level.length > 1) {
-    const next: Buffer[] = [];
-    for (let i = 0; i + 1 < level.length; i += 2) next.push(sha256(NODE, level[i]!, level[i + 1]!));
-    if (level.length % 2) next.push(level[level.length - 1]!);
-    level = next;
-  }
-  return level[0]!;
+  return rootHex(
+    positionOrder(entries).map((index) => {
+      const text = leafText(entries, index);
+      const entry = entries[index] as Record<string, unknown>;
+      if (manifestForms !== undefined && onlyLeafFields(entry)) manifestForms.set(entry, text);
+      return sha256Hex("\u0000" + text);
+    }),
+  );
+}
+
+function onlyLeafFields(entry: Record<string, unknown>): boolean {
+  for (const key in entry) if (!LEAF_KEY_SET.has(key) && key !== "renderedContent") return false;
+  return true;
 }

@@ -3,7 +3,7 @@
  * The same table, in the same order, as `producers/evidence/parts.py` (PART_FIELDS).
  */
 import { ContractError } from "./errors.js";
-import { isPlainObject, jsonHash, textHash } from "./canonical.js";
+import { contentHash, isPlainObject, jsonHash, textHash } from "./canonical.js";
 
 export type PartKind = "text" | "json";
 
@@ -68,20 +68,27 @@ export function partPath(ref: PartRef, key: string = ref.field.contentKey): stri
 
 /** Every content-part slot of `capture` (present or absent), in contract order. */
 export function* iterParts(capture: Record<string, unknown>): Generator<PartRef> {
+  yield* partRefs(capture);
+}
+
+/** `[...iterParts(capture)]`, without a generator. */
+export function partRefs(capture: Record<string, unknown>): PartRef[] {
+  const refs: PartRef[] = [];
   for (const f of PART_FIELDS) {
     const section = capture[f.section];
     if (!isPlainObject(section)) continue;
     if (f.listKey === undefined) {
-      yield { field: f, index: undefined, holder: section };
+      refs.push({ field: f, index: undefined, holder: section });
       continue;
     }
     const records = section[f.listKey];
     if (!Array.isArray(records)) continue;
     for (let i = 0; i < records.length; i++) {
       const record: unknown = records[i];
-      if (isPlainObject(record)) yield { field: f, index: i, holder: record };
+      if (isPlainObject(record)) refs.push({ field: f, index: i, holder: record });
     }
   }
+  return refs;
 }
 
 /** The hash of present content; `ContractError(path)` if it is not of its kind. */
@@ -91,9 +98,10 @@ export function computePartHash(ref: PartRef): string {
     if (typeof content !== "string") throw new ContractError(`a text part, got ${kindOf(content)}`, partPath(ref));
     // the configuration repeats in every capture of an agent: its text is hashed once (by content)
     if (ref.field.section === "agentConfiguration") return repeatedTextHash(content, ref);
-    return textHash(content, partPath(ref));
+    if (!content.isWellFormed()) return textHash(content, partPath(ref)); // refuses it, with the path
+    return contentHash(content);
   }
-  return jsonHash(content, partPath(ref));
+  return jsonHash(content, () => partPath(ref));
 }
 
 /** Hashes of recent configuration texts, by the text itself (a changed text is another key). */
@@ -113,7 +121,7 @@ function repeatedTextHash(text: string, ref: PartRef): string {
 /** `{path: hash}` for every content part present in `capture`. */
 export function contentParts(capture: Record<string, unknown>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const ref of iterParts(capture)) {
+  for (const ref of partRefs(capture)) {
     const content = ref.holder[ref.field.contentKey];
     if (content !== null && content !== undefined) out[partPath(ref)] = computePartHash(ref);
   }

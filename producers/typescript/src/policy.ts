@@ -4,7 +4,7 @@
  * (sha256 of its UTF-8, first 8 bytes big-endian, mod N == 0), so Python and Node choose alike.
  */
 import { createHash } from "node:crypto";
-import { iterParts } from "./parts.js";
+import { partRefs } from "./parts.js";
 
 export type CaptureLevel = "full" | "sampled" | "structured-only";
 export const DEFAULT_SAMPLE_ONE_IN = 100;
@@ -23,7 +23,7 @@ export function captureLevel(decisionId: string, consequential: boolean, sampleO
 /** A copy of a sealed capture with every content part null; hash fields untouched (still verifies). */
 export function stripContent(sealed: Record<string, unknown>): Record<string, unknown> {
   const copy = structuredClone(sealed);
-  for (const ref of iterParts(copy)) {
+  for (const ref of partRefs(copy)) {
     if (ref.holder[ref.field.contentKey] !== undefined) ref.holder[ref.field.contentKey] = null;
   }
   return copy;

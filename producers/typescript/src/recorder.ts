@@ -254,7 +254,7 @@ export class Recorder implements DecisionSink {
       for (const item of batch) {
         const message = await this.#prepare(item);
         if (message !== undefined) messages.push(message);
-        await this.#yieldIfDue();
+        if (this.#sliceUsed()) await this.#yieldToLoop();
       }
     }
     try {
@@ -295,13 +295,13 @@ export class Recorder implements DecisionSink {
       const level = captureLevel(decision.decisionId, consequential, this.#sampleOneIn);
       capture["captureLevel"] = level;
       if (this.#pool !== undefined) return await this.#sealInThread(decision.decisionId, capture, level === "structured-only");
-      await this.#yieldIfDue();
+      if (this.#sliceUsed()) await this.#yieldToLoop();
       if (this.#redactor !== undefined) {
         await this.#redactor.protect(capture); // personal data out before anything is signed or sent
-        await this.#yieldIfDue();
+        if (this.#sliceUsed()) await this.#yieldToLoop();
       }
       const sealed = seal(capture, this.#signer, { inPlace: true });
-      await this.#yieldIfDue();
+      if (this.#sliceUsed()) await this.#yieldToLoop();
       let sent = sealed;
       if (level === "structured-only") {
         this.#hold(decision.decisionId, sealed);
@@ -326,8 +326,11 @@ export class Recorder implements DecisionSink {
 
   /** Give the event loop back once a slice of sealing is used up: the agent's timers and I/O wait
    * at most one step of one capture (hashing and signing, or encoding), never a whole batch. */
-  async #yieldIfDue(): Promise<void> {
-    if (performance.now() - this.#sliceStart < this.#sliceMs) return;
+  #sliceUsed(): boolean {
+    return performance.now() - this.#sliceStart >= this.#sliceMs;
+  }
+
+  async #yieldToLoop(): Promise<void> {
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.#sliceStart = performance.now();
   }

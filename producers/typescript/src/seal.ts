@@ -5,11 +5,11 @@
  */
 import { ContractError } from "./errors.js";
 import { HASH_PREFIX, isHash, isPlainObject } from "./canonical.js";
-import { pae } from "./dsse.js";
+import { paeOfText } from "./dsse.js";
 import { keyIdFromRef, type Signer } from "./keys.js";
-import { MANIFEST_PAYLOAD_TYPE, manifestBytes } from "./manifest.js";
-import { CONTEXT_SET_ALGORITHM, workingSetRoot } from "./merkle.js";
-import { computePartHash, iterParts, partPath } from "./parts.js";
+import { MANIFEST_PAYLOAD_TYPE, manifestText } from "./manifest.js";
+import { CONTEXT_SET_ALGORITHM, workingSetRootHex } from "./merkle.js";
+import { computePartHash, partPath, partRefs } from "./parts.js";
 
 export const SIGNATURE_ALGORITHM = "ed25519";
 export const SIGNATURE_PREFIX = "base64:";
@@ -38,19 +38,19 @@ export function seal(capture: Record<string, unknown>, signer: Signer, options: 
   const signature = signatureBlock(sealed, signer);
   const entries = memory["workingSetEntries"] as unknown[];
   const entryTexts = new Map<object, string>();
-  const root = HASH_PREFIX + workingSetRoot(entries, entryTexts).toString("hex");
+  const root = HASH_PREFIX + workingSetRootHex(entries, entryTexts);
   const supplied = memory["contextSetHash"];
   if (supplied !== undefined && supplied !== null && supplied !== root) {
     throw new ContractError(`supplied ${JSON.stringify(supplied)} disagrees with the working set, which gives ${JSON.stringify(root)}`, "memoryState.contextSetHash");
   }
   memory["contextSetHash"] = root;
-  const payload = manifestBytes(sealed, entryTexts);
-  signature["signatureBytes"] = SIGNATURE_PREFIX + signer.sign(pae(MANIFEST_PAYLOAD_TYPE, payload)).toString("base64");
+  // the PAE of the manifest's UTF-8, signed at once (the buffer is reused by the next call)
+  signature["signatureBytes"] = SIGNATURE_PREFIX + signer.sign(paeOfText(MANIFEST_PAYLOAD_TYPE, manifestText(sealed, entryTexts))).toString("base64");
   return sealed;
 }
 
 function fillPartHashes(sealed: Record<string, unknown>): void {
-  for (const ref of iterParts(sealed)) {
+  for (const ref of partRefs(sealed)) {
     const { holder, field } = ref;
     const supplied = holder[field.hashKey];
     const content = holder[field.contentKey];

@@ -5,8 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
+import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, jsonHash, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
+import { adoptJson, knownPythonText } from "../src/canonical.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
+import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
+import { pae, paeOfText } from "../src/dsse.js";
+import { readFileSync } from "node:fs";
 
 describe("RFC 8785 shortcuts", () => {
   test("containers of atoms give the same text as the member-by-member walk", () => {
@@ -75,4 +79,166 @@ describe("detector triggers", () => {
     const untriggered = builtinDetectors().map((detector): Detector => ({ name: detector.name, find: (text) => detector.find(text) }));
     for (const text of texts) assert.deepEqual(findAll(text, builtinDetectors()), findAll(text, untriggered), text);
   });
+
+  test("one-character triggers united into one class find what each finds", () => {
+    const marker = (name: string, trigger: RegExp): Detector => ({ name, trigger, find: (text) => (trigger.test(text) ? [{ start: 0, end: 1, kind: name }] : []) });
+    const sets: RegExp[][] = [[/@/, /[0-9]/], [/[+-]/, /[0-9]/], [/[-x]/, /a/], [/[a-c]/, /:/], [/[\u00a0]/, /z/], [/[^a]/, /b/]];
+    const texts = ["", "a", "b", "0", "@", "+", "-", "x", "1-", "z", "\u00a0", ":", "plain", "dash - ok"];
+    for (const triggers of sets) {
+      const detectors = triggers.map((trigger, i) => marker(`d${i}`, trigger));
+      for (const text of texts) {
+        const expected = triggers.some((trigger) => trigger.test(text)) ? 1 : 0;
+        assert.equal(findAll(text, detectors).length, expected, `${String(triggers)} on ${JSON.stringify(text)}`);
+      }
+    }
+  });
+});
+
+describe("compiled Avro writer", () => {
+  const vectors = JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as { captures: { name: string; sealed: Record<string, unknown> }[] };
+  const reference = (capture: Record<string, unknown>): Buffer | undefined => {
+    try {
+      return encodeCaptureAvsc(capture);
+    } catch {
+      return undefined;
+    }
+  };
+  /** The compiled writer writes avsc's bytes, or leaves the value to avsc; `written`: it must write it. */
+  const same = (capture: Record<string, unknown>, written: boolean, label: string): void => {
+    const fast = encodeCaptureFast(capture);
+    if (written) assert.ok(fast !== undefined, `${label}: written by the compiled writer`);
+    if (fast !== undefined) assert.equal(fast.toString("hex"), reference(capture)?.toString("hex"), label);
+  };
+  const section = (capture: Record<string, unknown>, name: string): Record<string, unknown> => capture[name] as Record<string, unknown>;
+
+  test("every vector capture: the same bytes as avsc", () => {
+    for (const vector of vectors.captures) same(structuredClone(vector.sealed), true, vector.name);
+  });
+
+  test("strings, numbers, defaults and optional sections: the same bytes as avsc", () => {
+    const base = vectors.captures[0]!.sealed;
+    const variants: [string, boolean, (capture: Record<string, unknown>) => void][] = [
+      ["short non-ASCII", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "é😀 ok")],
+      ["short string of more than 63 bytes", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "€".repeat(40))],
+      ["64 ASCII", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "a".repeat(64))],
+      ["long non-ASCII", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "日本語 ✓ 𝄞 ".repeat(3000))],
+      ["long ASCII at length boundaries", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "x".repeat(8191))],
+      ["longer", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "x".repeat(1 << 20))],
+      ["empty string", true, (c) => void (section(c, "executionTrace")["finalOutputText"] = "")],
+      ["lone surrogate in a short string", false, (c) => void (section(c, "executionTrace")["finalOutputText"] = "a\ud800b")],
+      ["lone surrogate in a long string", false, (c) => void (section(c, "executionTrace")["finalOutputText"] = "a\ud800b".repeat(40))],
+      ["large longs", true, (c) => void Object.assign(section(c, "memoryState"), { totalContextTokens: 2 ** 40 + 3 })],
+      ["negative longs", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: -(2 ** 31) - 1, reasoningTokenCount: -1 })],
+      ["long limits", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 9007199254740990, reasoningTokenCount: -9007199254740990 })],
+      ["beyond avsc's long", false, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 9007199254740991 })],
+      ["fractional long", false, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 1.5 })],
+      ["boundary longs", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 1073741823, reasoningTokenCount: -1073741824 })],
+      ["boundary longs 2", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: 1073741824, reasoningTokenCount: -1073741825 })],
+      ["-0 long", true, (c) => void Object.assign(section(c, "executionTrace"), { totalLatencyMs: -0 })],
+      ["members left to their defaults", true, (c) => {
+        delete c["fidelity"];
+        delete c["runtimeId"];
+        delete c["renderedContext"];
+        delete section(c, "executionTrace")["modelCalls"];
+        delete section(c, "input")["requestPayloadHash"];
+        delete section(c, "signature")["signatureBytes"];
+      }],
+      ["an undeclared member", false, (c) => void (section(c, "outcome")["extra"] = 1)],
+      ["a missing required member", false, (c) => void delete section(c, "outcome")["status"]],
+      ["a wrong type", false, (c) => void (section(c, "consequential")["flagged"] = "yes")],
+      ["sampling beyond the typed slots", true, (c) => void (section(c, "agentConfiguration")["samplingParameters"] = { temperature: 1, top_p: 0.5, max_tokens: null, stop: null, seed: 2 ** 40, logit_bias: { "42": -1.5 }, frequency_penalty: 1e-7 })],
+      ["sampling not an object", false, (c) => void (section(c, "agentConfiguration")["samplingParameters"] = null)],
+      ["JSON content of every kind", true, (c) => {
+        section(c, "input")["requestPayload"] = { b: [1, 2.5, -0, 1e21, 1e-7, "é", null, true], a: { "10": 1, "9": 2 } };
+        section(c, "agentConfiguration")["toolSchemaJson"] = null;
+      }],
+      ["scores and doubles", true, (c) => {
+        const entries = section(c, "memoryState")["workingSetEntries"] as Record<string, unknown>[];
+        entries[0]!["retrievalScore"] = -0;
+        if (entries[1] !== undefined) entries[1]["retrievalScore"] = 1e300;
+      }],
+      ["privacy", true, (c) => {
+        c["privacy"] = {
+          detectors: "builtin",
+          redactions: [{ part: "executionTrace.finalOutputText", pointer: "", start: 0, end: 9, kind: "EMAIL", placeholder: "[EMAIL_1]" }],
+          originalHashes: [{ part: "executionTrace.finalOutputText", hash: "hmac-sha256:" + "0".repeat(64) }],
+          cipher: null,
+          sealedOriginal: null,
+          sealedOriginalHash: null,
+        };
+      }],
+      ["a record that is not a plain object", false, (c) => void (c["outcome"] = new Map())],
+      ["an array where a record goes", false, (c) => void (c["outcome"] = [])],
+    ];
+    for (const [label, written, change] of variants) {
+      const capture = structuredClone(base);
+      change(capture);
+      same(capture, written, label);
+    }
+  });
+});
+
+test("the PAE written into the reused buffer is pae() of the text's UTF-8", () => {
+  for (const text of ["", "{}", '{"a":"é日本語 𝄞"}', "x".repeat(9), "y".repeat(100_000), "é".repeat(40_000)]) {
+    for (const type of ["application/vnd.blackbox.manifest+json;version=replay/v1", "t", "typé"]) {
+      assert.equal(paeOfText(type, text).toString("hex"), pae(type, Buffer.from(text, "utf8")).toString("hex"));
+    }
+  }
+});
+
+test("one walk makes a snapshot's RFC 8785 text and its Python text, each as its own walk would", () => {
+  const values: unknown[] = [
+    { refund_id: "rf_1", status: "ok", notes: "long ".repeat(50) },
+    { b: [1, { z: 1, a: [2, { y: "é", x: null }] }, "s"], a: { "10": 1, "9": 2 }, c: [] },
+    [{ b: 1, a: 2 }, [{ d: true }, 3.5], null, "x"],
+    { a: { b: { c: 1 } }, d: [[[]]] },
+    { tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { x: { type: "string" } }, required: ["x"] } } }] },
+    { "\u00e9": 1, e: 2, E: [0.5, 12, -7] },
+  ];
+  for (const value of values) {
+    for (const first of ["canonical", "python", "hash"]) {
+      const copied = copyJson(value);
+      if (first === "python") knownPythonText(copied);
+      if (first === "hash") jsonHash(copied);
+      assert.equal(knownCanonical(copied), canonicalText(value), JSON.stringify(value));
+      assert.equal(knownPythonText(copied), JSON.stringify(value), JSON.stringify(value));
+      assert.equal(jsonHash(copied), jsonHash(structuredClone(value)));
+    }
+  }
+});
+
+test("quoted strings and remembered key orders give the plain walk's text", () => {
+  const strings = ["plain", 'q"uote', "back\\slash", "ctl\u0001\u001f", "nl\n", "\u2028\u2029\u007f", "é😀", ""];
+  for (const text of strings) assert.equal(canonicalText({ b: [text, { y: text, x: 1 }], a: text }), `{"a":${JSON.stringify(text)},"b":[${JSON.stringify(text)},{"x":1,"y":${JSON.stringify(text)}}]}`);
+  // key lists that share a first key, a length or a prefix, seen again and again
+  const objects: Record<string, unknown>[] = [
+    { m: 1, b: 2, a: [] },
+    { m: 1, b: 2, c: [] },
+    { m: 1, b: 2 },
+    { m: 1, c: 2, a: [] },
+    { m: 1, b: 2, a: [], z: [] },
+  ];
+  for (let round = 0; round < 3; round++) {
+    for (const value of objects) {
+      const expected = "{" + Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${JSON.stringify(value[key])}`).join(",") + "}";
+      assert.equal(canonicalText(value), expected);
+      assert.equal(canonicalText(value, { omitNulls: true }), expected);
+    }
+  }
+});
+
+test("adopted JSON is known as a copy is; what is not plain JSON is not adopted", () => {
+  const value = { b: [1, { z: "é", a: null }], a: 0.5, c: { "10": 1, "9": [] } };
+  const adopted = structuredClone(value);
+  assert.ok(adoptJson(adopted));
+  assert.ok(!adoptJson(adopted), "once");
+  assert.equal(knownCanonical(adopted), canonicalText(value));
+  assert.equal(knownPythonText(adopted), JSON.stringify(value));
+  assert.equal(jsonHash(adopted), jsonHash(structuredClone(value)));
+  const notJson: unknown[] = [{ a: undefined }, { a: Number.NaN }, [1, undefined], { d: new Date(0) }, { s: "\ud800" }, { big: 1n }, "atom"];
+  for (const item of notJson) assert.ok(!adoptJson(item));
+  const unsafe = { n: 1e21 };
+  assert.ok(adoptJson(unsafe));
+  assert.equal(knownPythonText(unsafe), undefined, "numbers Python writes otherwise are left to pyjson");
+  assert.equal(knownCanonical(unsafe), canonicalText({ n: 1e21 }));
 });

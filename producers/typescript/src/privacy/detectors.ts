@@ -223,7 +223,8 @@ export class IpDetector implements Detector {
         if (ipv4Parses(match[0])) found.push({ start, end, kind: "IP" });
       }
     }
-    if (text.includes("::") || (text.match(/:/g)?.length ?? 0) >= 2) found.push(...this.#v6(text));
+    const colon = text.indexOf(":");
+    if (colon >= 0 && text.indexOf(":", colon + 1) >= 0) found.push(...this.#v6(text)); // two colons (or "::")
     return found;
   }
 
@@ -273,12 +274,33 @@ const ANY_TRIGGER = new WeakMap<readonly Detector[], { readonly triggers: (RegEx
  * the list's triggers changed). */
 function anyTrigger(detectors: readonly Detector[]): RegExp | undefined {
   const known = ANY_TRIGGER.get(detectors);
-  if (known !== undefined && known.triggers.length === detectors.length && known.triggers.every((trigger, i) => detectors[i]!.trigger === trigger)) return known.any;
+  if (known !== undefined && known.triggers.length === detectors.length) {
+    let i = 0;
+    while (i < detectors.length && detectors[i]!.trigger === known.triggers[i]) i++;
+    if (i === detectors.length) return known.any;
+  }
   const triggers = detectors.map((detector) => detector.trigger);
   const usable = triggers.every((trigger) => trigger !== undefined && trigger.flags === "");
-  const any = usable ? new RegExp([...new Set(triggers.map((trigger) => `(?:${trigger!.source})`))].join("|")) : undefined;
+  const sources = usable ? [...new Set(triggers.map((trigger) => trigger!.source))] : [];
+  const members = sources.map(classMembers);
+  // triggers that are each one character (a class or a plain character) unite into one class: one
+  // test per position instead of an alternation
+  const any = !usable
+    ? undefined
+    : members.every((inner) => inner !== undefined)
+      ? new RegExp(`[${members.join("")}]`)
+      : new RegExp(sources.map((source) => `(?:${source})`).join("|"));
   ANY_TRIGGER.set(detectors, { triggers, any });
   return any;
+}
+
+/** What goes inside `[...]` to match what `source` matches, when it matches exactly one character
+ * from a set (`[0-9:]`, `@`); else undefined. */
+function classMembers(source: string): string | undefined {
+  const bracket = /^\[((?:\\.|[^\]\\^])(?:\\.|[^\]\\])*)\]$/.exec(source);
+  // a range could form across two members ("+-" then "0-9"): leave classes with an edge "-" apart
+  if (bracket !== null) return bracket[1]!.startsWith("-") || bracket[1]!.endsWith("-") ? undefined : bracket[1];
+  return /^[A-Za-z0-9@:#%&=_,;!~'"<> ]$/.test(source) ? source : undefined;
 }
 
 /** Every detector's findings, overlaps resolved: earliest first, then longest, then detector order. */
@@ -286,19 +308,33 @@ export function findAll(text: string, detectors: readonly Detector[]): Finding[]
   // one scan of the text for what every detector needs (most text has none of it), then each trigger once
   const any = anyTrigger(detectors);
   if (any !== undefined && !any.test(text)) return [];
-  const candidates: [number, number, number, Finding][] = [];
-  const triggered = new Map<RegExp, boolean>();
-  detectors.forEach((detector, rank) => {
+  let candidates: [number, number, number, Finding][] | undefined;
+  // each distinct trigger tested once (detectors share them): bits of what was tested and what matched
+  let tested = 0;
+  let matched = 0;
+  for (let rank = 0; rank < detectors.length; rank++) {
+    const detector = detectors[rank]!;
     const trigger = detector.trigger;
     if (trigger !== undefined) {
-      let found = triggered.get(trigger);
-      if (found === undefined) triggered.set(trigger, (found = trigger.test(text)));
-      if (!found) return;
+      let at = 0;
+      while (at < 31 && at < rank && detectors[at]!.trigger !== trigger) at++;
+      const bit = 1 << at;
+      if (at < 31 && (tested & bit) !== 0) {
+        if ((matched & bit) === 0) continue;
+      } else {
+        const found = trigger.test(text);
+        if (at < 31) {
+          tested |= bit;
+          if (found) matched |= bit;
+        }
+        if (!found) continue;
+      }
     }
     for (const finding of detector.find(text)) {
-      if (finding.start >= 0 && finding.start < finding.end && finding.end <= text.length) candidates.push([finding.start, -finding.end, rank, finding]);
+      if (finding.start >= 0 && finding.start < finding.end && finding.end <= text.length) (candidates ??= []).push([finding.start, -finding.end, rank, finding]);
     }
-  });
+  }
+  if (candidates === undefined) return [];
   candidates.sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2]);
   const kept: Finding[] = [];
   let end = 0;

@@ -8,7 +8,7 @@
  */
 import { ContractError } from "../errors.js";
 import { isPlainObject } from "../canonical.js";
-import { computePartHash, iterParts, partPath, type PartRef } from "../parts.js";
+import { computePartHash, partPath, partRefs, type PartRef } from "../parts.js";
 import { findAll, type Detector, type Finding } from "./detectors.js";
 
 export interface Redacted {
@@ -165,7 +165,8 @@ const ENCODING_KEYS = new Map<string, string>();
 /** `<contentKey>Encoding`, the member that says a text part is base64 (made once per key). */
 function encodingKey(contentKey: string): string {
   let key = ENCODING_KEYS.get(contentKey);
-  if (key === undefined) ENCODING_KEYS.set(contentKey, (key = `${contentKey}Encoding`));
+  // kept as a property key (internalized), so looking it up on a record does not hash it again
+  if (key === undefined) ENCODING_KEYS.set(contentKey, (key = Object.keys({ [`${contentKey}Encoding`]: 0 })[0]!));
   return key;
 }
 
@@ -203,7 +204,7 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
   const originals: Record<string, unknown> = {};
   const originalHashes: Record<string, string> = {};
   const originalSpans: Record<string, unknown> = {};
-  const refs = [...iterParts(capture)].filter(searched);
+  const refs = partRefs(capture).filter(searched);
   // the configuration first: the same in every capture of an agent, so its placeholders are too
   const order = [...refs.keys()].sort((a, b) => Number(refs[a]!.field.section !== "agentConfiguration") - Number(refs[b]!.field.section !== "agentConfiguration") || a - b);
   const find: Find = (text) => findAll(text, detectors);
