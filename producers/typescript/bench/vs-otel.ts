@@ -162,12 +162,24 @@ for (let i = 0; i < warmup; i++) recorder.decide(data.contents[i % data.contents
 await recorder.flush();
 const bytesBefore = recorder.bytes();
 
+// under --expose-gc (bench/alloc.ts): a full collection and a mark on each side of the measured run
+const gc = (globalThis as { gc?: () => void }).gc;
+const mark = (name: string): void => {
+  if (gc === undefined) return;
+  gc();
+  console.log(`bench:${name}`);
+};
+
 if (!variant.startsWith("paced-")) {
+  mark("start");
   const c0 = cpu();
   const t0 = performance.now();
   for (let i = 0; i < count; i++) recorder.decide(data.contents[i % data.contents.length]!);
   await recorder.flush();
-  console.log(JSON.stringify({ cpu: cpu() - c0, wall: (performance.now() - t0) / 1000, bytes: (recorder.bytes() - bytesBefore) / count }));
+  const c1 = cpu();
+  const t1 = performance.now();
+  mark("end");
+  console.log(JSON.stringify({ cpu: c1 - c0, wall: (t1 - t0) / 1000, bytes: (recorder.bytes() - bytesBefore) / count }));
 } else {
   const histogram = monitorEventLoopDelay({ resolution: 1 });
   const calls: number[] = [];
