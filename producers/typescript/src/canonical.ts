@@ -226,6 +226,139 @@ export function objectText(value: Record<string, unknown>, member: (key: string,
   return out + "}";
 }
 
+/**
+ * Pieces of one text being written (the manifest), joined once at the end: no intermediate
+ * strings (each `+=` of a member would make a cons string, a short one a flat copy). The list is
+ * this module's and reused; its slots are blanked after the join so it holds no text between
+ * captures (young strings held by an old list would survive collections).
+ */
+const PIECES: string[] = [];
+let pieceCount = 0;
+
+function put(piece: string): void {
+  PIECES[pieceCount++] = piece;
+}
+
+/** Write a text with `write` (which calls the `put*` functions below) and return it joined. Not reentrant. */
+export function writePieces(write: () => void): string {
+  pieceCount = 0;
+  let done = false;
+  try {
+    write();
+    done = true;
+  } finally {
+    if (!done) blank(0);
+  }
+  const count = pieceCount;
+  if (PIECES.length !== count) PIECES.length = count;
+  const text = PIECES.join("");
+  blank(0);
+  return text;
+}
+
+function blank(from: number): void {
+  for (let i = from; i < PIECES.length; i++) PIECES[i] = "";
+  pieceCount = from;
+}
+
+/** Put text written elsewhere (already RFC 8785). */
+export function putText(text: string): void {
+  put(text);
+}
+
+/** `fast` writing its pieces (the same text); throws `Refused`. */
+function fastPut(value: unknown, omit: boolean, depth: number): void {
+  switch (typeof value) {
+    case "string":
+      if (!value.isWellFormed()) throw new Refused("a lone surrogate");
+      if (NEEDS_ESCAPE.test(value)) put(JSON.stringify(value));
+      else {
+        put('"');
+        put(value);
+        put('"');
+      }
+      return;
+    case "number":
+      if (!Number.isFinite(value)) throw new Refused(`${value} is not JSON`);
+      put(String(value));
+      return;
+    case "boolean":
+      put(value ? "true" : "false");
+      return;
+    case "object":
+      break;
+    default:
+      throw new Refused(`${typeof value} is not JSON`);
+  }
+  if (value === null) {
+    put("null");
+    return;
+  }
+  if (depth >= MAX_DEPTH) throw new Refused("nested too deeply");
+  if (Array.isArray(value)) {
+    put("[");
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (item === undefined) throw new Refused("undefined is not JSON");
+      if (i > 0) put(",");
+      fastPut(item, omit, depth + 1);
+    }
+    put("]");
+    return;
+  }
+  if (!isPlainObject(value)) throw new Refused("not a plain object");
+  const order = sortedKeys(Object.keys(value));
+  put("{");
+  let first = true;
+  for (let i = 0; i < order.length; i++) {
+    const key = order[i]!;
+    const item = value[key];
+    if (item === undefined || (omit && item === null)) continue;
+    if (first) first = false;
+    else put(",");
+    put(memberName(key));
+    fastPut(item, omit, depth + 1);
+  }
+  put("}");
+}
+
+/** `put(canonicalAt(value, omitNulls, head, key, index, field))`, without the intermediate strings. */
+export function putAt(value: unknown, omitNulls: boolean, head: string, key?: string, index = -1, field?: string): void {
+  const mark = pieceCount;
+  try {
+    fastPut(value, omitNulls, 0);
+  } catch (error) {
+    if (!(error instanceof Refused)) throw error;
+    pieceCount = mark;
+    put(canonicalAt(value, omitNulls, head, key, index, field)); // throws, naming the member
+  }
+}
+
+/** `put(objectText(value, ...))`: `member` puts the member's text and returns true, or puts
+ * nothing and returns false (the member is left out). */
+export function putObject(value: Record<string, unknown>, member: (key: string, item: unknown) => boolean, path: string | (() => string) = ""): void {
+  const keys = sortedKeys(Object.keys(value));
+  put("{");
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    const item = value[key];
+    if (item === undefined || item === null) continue;
+    const mark = pieceCount;
+    if (!first) put(",");
+    const name = pieceCount;
+    put("");
+    if (!member(key, item)) {
+      pieceCount = mark;
+      continue;
+    }
+    if (!key.isWellFormed()) throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(typeof path === "string" ? path : path(), key));
+    PIECES[name] = memberName(key);
+    first = false;
+  }
+  put("}");
+}
+
 /** RFC 8785 canonical UTF-8 bytes of `value`; `ContractError` naming the member if it has none. */
 export function canonicalJson(value: unknown, options: { omitNulls?: boolean; path?: string } = {}): Buffer {
   return Buffer.from(canonicalText(value, options), "utf8");

@@ -4,7 +4,7 @@
  * defaults (`fidelity: "sdk"`, an empty `executionTrace.modelCalls`) left out, null members
  * omitted at every depth, RFC 8785 bytes.
  */
-import { canonicalAt, isPlainObject, objectText } from "./canonical.js";
+import { isPlainObject, putAt, putObject, putText, writePieces } from "./canonical.js";
 import { SECTION_CONTENT } from "./parts.js";
 
 export const MANIFEST_PAYLOAD_TYPE = "application/vnd.blackbox.manifest+json;version=replay/v1";
@@ -53,34 +53,46 @@ export function manifestBytes(capture: Record<string, unknown>, entryTexts?: Rea
   return Buffer.from(manifestText(capture, entryTexts), "utf8");
 }
 
-/** The RFC 8785 text of `manifestView(capture)` (nulls omitted), written without building the view. */
+/** The RFC 8785 text of `manifestView(capture)` (nulls omitted), written without building the
+ * view and joined once (no intermediate strings). */
 export function manifestText(capture: Record<string, unknown>, entryTexts?: ReadonlyMap<object, string>): string {
-  return objectText(capture, (key, value) => {
-    if (key === "fidelity" && value === "sdk") return undefined;
-    const section = SECTION_CONTENT.get(key);
-    if (section !== undefined && isPlainObject(value)) return sectionText(key, value, section, entryTexts);
-    if (key === "signature" && isPlainObject(value)) return objectText(value, (name, item) => (name === "signatureBytes" ? undefined : canonicalAt(item, true, key, name)), key);
-    return canonicalAt(value, true, key);
-  });
+  return writePieces(() =>
+    putObject(capture, (key, value) => {
+      if (key === "fidelity" && value === "sdk") return false;
+      const section = SECTION_CONTENT.get(key);
+      if (section !== undefined && isPlainObject(value)) putSection(key, value, section, entryTexts);
+      else if (key === "signature" && isPlainObject(value)) putObject(value, (name, item) => name !== "signatureBytes" && (putAt(item, true, key, name), true), key);
+      else putAt(value, true, key);
+      return true;
+    }),
+  );
 }
 
-function sectionText(name: string, section: Record<string, unknown>, content: { top: Set<string>; lists: Map<string, Set<string>> }, entryTexts: ReadonlyMap<object, string> | undefined): string {
-  return objectText(
+function putSection(name: string, section: Record<string, unknown>, content: { top: Set<string>; lists: Map<string, Set<string>> }, entryTexts: ReadonlyMap<object, string> | undefined): void {
+  putObject(
     section,
     (key, value) => {
-      if (content.top.has(key)) return undefined;
-      if (name === "executionTrace" && key === "modelCalls" && Array.isArray(value) && value.length === 0) return undefined;
+      if (content.top.has(key)) return false;
+      if (name === "executionTrace" && key === "modelCalls" && Array.isArray(value) && value.length === 0) return false;
       const recordKeys = content.lists.get(key);
-      if (recordKeys === undefined || !Array.isArray(value)) return canonicalAt(value, true, name, key);
+      if (recordKeys === undefined || !Array.isArray(value)) {
+        putAt(value, true, name, key);
+        return true;
+      }
       const known = key === "workingSetEntries" ? entryTexts : undefined;
-      let out = "[";
+      putText("[");
       for (let i = 0; i < value.length; i++) {
         const record: unknown = value[i];
-        if (i > 0) out += ",";
-        if (!isPlainObject(record)) out += canonicalAt(record, true, name, key, i);
-        else out += known?.get(record) ?? objectText(record, (field, item) => (recordKeys.has(field) ? undefined : canonicalAt(item, true, name, key, i, field)), () => `${name}.${key}[${i}]`);
+        if (i > 0) putText(",");
+        if (!isPlainObject(record)) putAt(record, true, name, key, i);
+        else {
+          const text = known?.get(record);
+          if (text !== undefined) putText(text);
+          else putObject(record, (field, item) => !recordKeys.has(field) && (putAt(item, true, name, key, i, field), true), () => `${name}.${key}[${i}]`);
+        }
       }
-      return out + "]";
+      putText("]");
+      return true;
     },
     name,
   );

@@ -59,6 +59,62 @@ describe("RFC 8785 shortcuts", () => {
     };
     assert.equal(manifestBytes(capture).toString("utf8"), canonicalJson(manifestView(capture), { omitNulls: true }).toString("utf8"));
   });
+
+  test("the manifest written in pieces equals its view's canonical form: Unicode, escapes, numbers, nesting, odd keys", () => {
+    const odd: unknown[] = ["é", "😀 pair", "\u2028\u2029", 'q"b\\s/\n\t\u0000\u001f\u007f', "", "ab", "abcdefghijklmn", "ﬀ\ud83d\ude00x"];
+    const numbers: unknown[] = [0, -0, 1, -1, 1.5, 0.1, 1e21, 1e-7, 123456789012345680000, 5e-324, Number.MAX_VALUE, -2.5e-10, 100, 9007199254740993];
+    const nest = (depth: number): unknown => (depth === 0 ? { "€": odd, "a": numbers, "10": null, "9": [null, { z: null, y: [] }] } : { [`k${depth}`]: [nest(depth - 1), { "é": depth, "e": true, "E": false }], d: depth });
+    const capture: Record<string, unknown> = {
+      version: "replay/v1",
+      fidelity: "wire",
+      "ÿ key": { "😀": "v", "\u00ff": 1 },
+      consequential: { flagged: true, reason: 'why "quoted" \\ é 😀' },
+      outcome: { status: "failure", reason: null },
+      input: { requestPayload: { q: "x" }, requestPayloadHash: null, originUserId: "u\u0001", originSessionId: null },
+      agentConfiguration: { systemPromptText: "p", systemPromptHash: null, samplingParameters: { temperature: 0.2, top_p: 0.95, stop: ["</done>", "\n"], seed: 7, nested: nest(3) } },
+      memoryState: {
+        workingSetEntries: [
+          { entryId: "m😀", tier: "hot", renderedContent: "c", provenance: { writerId: null, writtenAt: "2026", sourceType: "crm" }, contextPosition: 0, retrievalScore: 0.84 },
+          { entryId: "n", renderedContent: "d", contextPosition: 1, extra: nest(2) },
+          7,
+        ],
+        contextSetHash: null,
+      },
+      executionTrace: { modelCalls: [{ requestBody: "b", responseBody: null, n: 1 }], toolCalls: [{ sequence: 1, input: null, output: { deep: nest(1) }, toolName: "t\"" }], reasoningTokens: ["r"], stopReason: "end_turn" },
+      externalState: { observableExternals: [] },
+      signature: { algorithm: "ed25519", signatureBytes: "base64:xx", publicKeyRef: "k", z: [1, "é"] },
+      extra: nest(4),
+      "": "empty key",
+    };
+    const reference = canonicalJson(manifestView(capture), { omitNulls: true }).toString("utf8");
+    assert.equal(manifestBytes(capture).toString("utf8"), reference);
+    assert.equal(manifestBytes(capture).toString("utf8"), reference, "the reused piece list leaves nothing behind");
+    assert.equal(manifestBytes({ version: "replay/v1" }).toString("utf8"), '{"version":"replay/v1"}');
+    assert.equal(manifestBytes({}).toString("utf8"), "{}");
+  });
+
+  test("a manifest member with no RFC 8785 form is refused with the same path as the view's, and the next manifest is whole", () => {
+    const cases: Record<string, unknown>[] = [
+      { outcome: { status: "x", reason: "lone \ud800" } },
+      { executionTrace: { toolCalls: [{ toolName: "t", latencyMs: Number.NaN }] } },
+      { memoryState: { workingSetEntries: [{ entryId: "m", extra: [1, undefined] }] } },
+      { signature: { algorithm: "ed25519", publicKeyRef: 1n } },
+      { extra: { nested: { when: new Date(0) } } },
+      { extra: { "bad \udc00 key": 1 } },
+      { executionTrace: { toolCalls: [{ ["k\ud800"]: 1 }] } },
+    ];
+    for (const capture of cases) {
+      let expected: ContractError | undefined;
+      try {
+        canonicalText(manifestView(capture), { omitNulls: true });
+      } catch (error) {
+        expected = error as ContractError;
+      }
+      assert.ok(expected instanceof ContractError, JSON.stringify(Object.keys(capture)));
+      assert.throws(() => manifestBytes(capture), (error: unknown) => error instanceof ContractError && error.path === expected.path, expected.message);
+      assert.equal(manifestBytes({ version: "v", outcome: { status: "ok" } }).toString("utf8"), '{"outcome":{"status":"ok"},"version":"v"}');
+    }
+  });
 });
 
 describe("detector triggers", () => {
