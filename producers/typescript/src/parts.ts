@@ -74,7 +74,8 @@ export function* iterParts(capture: Record<string, unknown>): Generator<PartRef>
 /** `[...iterParts(capture)]`, without a generator. */
 export function partRefs(capture: Record<string, unknown>): PartRef[] {
   const refs: PartRef[] = [];
-  for (const f of PART_FIELDS) {
+  for (let n = 0; n < PART_FIELDS.length; n++) {
+    const f = PART_FIELDS[n]!;
     const section = capture[f.section];
     if (!isPlainObject(section)) continue;
     if (f.listKey === undefined) {

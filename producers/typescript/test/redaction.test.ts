@@ -36,6 +36,32 @@ describe("redaction vectors", () => {
     assert.deepEqual(Object.keys(done.originals), Object.keys(vectors.redaction.capture.originalHashes));
   });
 
+  test("the configuration's parts are numbered first, then the others in contract order; pointers and paths as found", () => {
+    const capture: Record<string, unknown> = {
+      decisionId: "dec_1",
+      input: { requestPayload: { "a/b": ["x", { "m~n": "write to b@example.com or a@example.com" }], n: 1 }, requestPayloadHash: null },
+      agentConfiguration: { systemPromptText: "Escalate to a@example.com.", systemPromptHash: null, toolSchemaJson: { t: ["c@example.com"] }, toolSchemaHash: null },
+      memoryState: { workingSetEntries: [{ entryId: "m", renderedContent: "no one" }, { entryId: "n", renderedContent: "call c@example.com" }], contextSetHash: "sha256:" + "0".repeat(64) },
+      executionTrace: { toolCalls: [{ input: "a@example.com", output: null }], finalOutputText: "done" },
+    };
+    const done = redactCapture(capture, builtinDetectors());
+    assert.ok(done !== undefined);
+    assert.deepEqual(
+      done.redactions.map((r) => [r.part, r.pointer, r.placeholder]),
+      [
+        ["agentConfiguration.systemPromptText", "", "[EMAIL_1]"],
+        ["agentConfiguration.toolSchemaJson", "/t/0", "[EMAIL_2]"],
+        ["input.requestPayload", "/a~1b/1/m~0n", "[EMAIL_3]"],
+        ["input.requestPayload", "/a~1b/1/m~0n", "[EMAIL_1]"],
+        ["memoryState.workingSetEntries[1].renderedContent", "", "[EMAIL_2]"],
+        ["executionTrace.toolCalls[0].input", "", "[EMAIL_1]"],
+      ],
+    );
+    assert.deepEqual(Object.keys(done.originals), ["agentConfiguration.systemPromptText", "agentConfiguration.toolSchemaJson", "input.requestPayload", "memoryState.workingSetEntries[1].renderedContent", "executionTrace.toolCalls[0].input"]);
+    assert.equal((capture["memoryState"] as Record<string, unknown>)["contextSetHash"], null);
+    assert.equal((capture["executionTrace"] as { finalOutputText: string }).finalOutputText, "done");
+  });
+
   test("nothing personal: nothing changes", () => {
     const capture = structuredClone(vectors.redaction.capture.input);
     const memory = capture["memoryState"] as { workingSetEntries: { renderedContent: string }[] };

@@ -114,10 +114,11 @@ type Find = (text: string) => readonly Finding[];
 
 /** `value` with its strings redacted: new containers along changed paths, else `value` itself.
  * `keys` is the way down to `value` (its JSON pointer is made only when something is found). */
-function redactJson(value: unknown, keys: (string | number)[], part: string, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
+function redactJson(value: unknown, keys: (string | number)[], ref: PartRef, find: Find, placeholders: Placeholders, out: Redacted[]): unknown {
   if (typeof value === "string") {
     const result = replace(value, find(value), placeholders);
     if (result === undefined) return value;
+    const part = partPath(ref);
     const pointer = keys.reduce<string>((parent, key) => pointerOf(parent, key), "");
     for (const [start, end, kind, placeholder] of result.placed) out.push({ part, pointer, start, end, kind, placeholder });
     return result.text;
@@ -128,7 +129,7 @@ function redactJson(value: unknown, keys: (string | number)[], part: string, fin
       const item: unknown = value[index];
       if (item === null || typeof item === "number" || typeof item === "boolean") continue;
       keys.push(index);
-      const changed = redactJson(item, keys, part, find, placeholders, out);
+      const changed = redactJson(item, keys, ref, find, placeholders, out);
       keys.pop();
       if (changed !== item) (items ??= [...value])[index] = changed;
     }
@@ -140,7 +141,7 @@ function redactJson(value: unknown, keys: (string | number)[], part: string, fin
       const item = value[key];
       if (item === null || item === undefined || typeof item === "number" || typeof item === "boolean") continue;
       keys.push(key);
-      const changed = redactJson(item, keys, part, find, placeholders, out);
+      const changed = redactJson(item, keys, ref, find, placeholders, out);
       keys.pop();
       if (changed !== item) (copy ??= { ...value })[key] = changed;
     }
@@ -204,34 +205,40 @@ export function redactCapture(capture: Record<string, unknown>, detectors: reado
   const originals: Record<string, unknown> = {};
   const originalHashes: Record<string, string> = {};
   const originalSpans: Record<string, unknown> = {};
-  const refs = partRefs(capture).filter(searched);
-  // the configuration first: the same in every capture of an agent, so its placeholders are too
-  const order = [...refs.keys()].sort((a, b) => Number(refs[a]!.field.section !== "agentConfiguration") - Number(refs[b]!.field.section !== "agentConfiguration") || a - b);
+  const refs = partRefs(capture);
   const find: Find = (text) => findAll(text, detectors);
   const findRepeated = repeatedFinder(detectors);
   const changes: { ref: PartRef; content: unknown; spans: unknown; hasSpans: boolean }[] = [];
-  for (const index of order) {
-    const ref = refs[index]!;
-    const { field } = ref;
-    const content = ref.holder[field.contentKey];
-    const path = partPath(ref);
-    const findIn = field.section === "agentConfiguration" ? findRepeated : find;
-    if (field.kind === "text") {
-      const result = replace(content as string, findIn(content as string), placeholders);
-      if (result === undefined) continue;
-      for (const [start, end, kind, placeholder] of result.placed) redactions.push({ part: path, pointer: "", start, end, kind, placeholder });
-      const hasSpans = "spans" in ref.holder && (field.contentKey === "text" || field.contentKey === "requestBody");
-      if (hasSpans) originalSpans[path] = structuredClone(ref.holder["spans"]);
-      changes.push({ ref, content: result.text, spans: hasSpans ? remapSpans(ref.holder["spans"], result.edits) : undefined, hasSpans });
-    } else {
-      const found: Redacted[] = [];
-      const changed = redactJson(content, [], path, findIn, placeholders, found);
-      if (changed === content) continue;
-      redactions.push(...found);
-      changes.push({ ref, content: changed, spans: undefined, hasSpans: false });
+  // the configuration first: the same in every capture of an agent, so its placeholders are too
+  // (two passes in contract order, the configuration's parts, then the others)
+  for (let pass = 0; pass < 2; pass++) {
+    for (let index = 0; index < refs.length; index++) {
+      const ref = refs[index]!;
+      const { field } = ref;
+      const configuration = field.section === "agentConfiguration";
+      if (configuration !== (pass === 0) || !searched(ref)) continue;
+      const content = ref.holder[field.contentKey];
+      const findIn = configuration ? findRepeated : find;
+      let path: string;
+      if (field.kind === "text") {
+        const result = replace(content as string, findIn(content as string), placeholders);
+        if (result === undefined) continue;
+        path = partPath(ref);
+        for (const [start, end, kind, placeholder] of result.placed) redactions.push({ part: path, pointer: "", start, end, kind, placeholder });
+        const hasSpans = "spans" in ref.holder && (field.contentKey === "text" || field.contentKey === "requestBody");
+        if (hasSpans) originalSpans[path] = structuredClone(ref.holder["spans"]);
+        changes.push({ ref, content: result.text, spans: hasSpans ? remapSpans(ref.holder["spans"], result.edits) : undefined, hasSpans });
+      } else {
+        const found: Redacted[] = [];
+        const changed = redactJson(content, [], ref, findIn, placeholders, found);
+        if (changed === content) continue;
+        path = partPath(ref);
+        redactions.push(...found);
+        changes.push({ ref, content: changed, spans: undefined, hasSpans: false });
+      }
+      originals[path] = content;
+      originalHashes[path] = originalHash(ref, path);
     }
-    originals[path] = content;
-    originalHashes[path] = originalHash(ref, path);
   }
   if (changes.length === 0) return undefined;
   let memoryChanged = false;
