@@ -402,9 +402,29 @@ export function jsonHash(value: unknown, path: string | (() => string) = ""): st
  * undefined. */
 function knownTexts(known: Known, value: unknown): string | undefined {
   if (!known.pythonSafe) return undefined;
-  const canonical = both(value);
+  // keys in RFC 8785 order at every depth (most JSON handed over): both texts are JSON.stringify's,
+  // one flat string (no member strings, joins or copies)
+  const canonical = stringifiesCanonically(value, 0) ? (bothPython = JSON.stringify(value)) : both(value);
   known.python ??= bothPython;
   return canonical;
+}
+
+/** True when `JSON.stringify` of a checked copy (`copyJson`'s, or adopted) is its RFC 8785 text:
+ * every object's keys, in the order JSON.stringify writes them, ascend by UTF-16 code units. */
+function stringifiesCanonically(value: unknown, depth: number): boolean {
+  if (typeof value !== "object" || value === null) return true;
+  if (depth >= MAX_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!stringifiesCanonically(value[i], depth + 1)) return false;
+    return true;
+  }
+  let previous: string | undefined;
+  for (const key in value) {
+    if (previous !== undefined && !(previous < key)) return false;
+    previous = key;
+    if (!stringifiesCanonically((value as Record<string, unknown>)[key], depth + 1)) return false;
+  }
+  return true;
 }
 
 /** What `both` left: the `JSON.stringify` text of the value it was given. */

@@ -47,6 +47,27 @@ describe("RFC 8785 shortcuts", () => {
     assert.equal(canonicalJson(copied).toString("utf8"), knownCanonical(copied));
   });
 
+  test("a snapshot whose keys ascend at every depth is written by JSON.stringify: the same texts as the walk", () => {
+    const values: unknown[] = [
+      { a: { b: [1, { c: "é", d: [true, null, -0, 1e21, 5e-324, 0.1] }], e: "😀" }, f: 'q"\\\n\u0000\u001f\u2028' }, // numbers Python prints otherwise
+      { a: { b: [1, { c: "é", d: [true, null, 0, 12.5, -7, 0.1] }], e: "😀" }, f: 'q"\\\n\u0000\u001f\u2028\u007f' },
+      { a: [{ y: 1, x: 2 }] }, // unsorted below the top
+      { "10": 1, "9": 2, a: 3 }, // index keys come first in JavaScript
+      { "9": { "10": [] }, A: { "": null }, a: {}, "é": { "😀": "x", "ﬀ": "y" } },
+      { "\ud83d\ude00": 1, "\uffff": 2 }, // UTF-16 order: the surrogate pair sorts before U+FFFF
+      { "\uffff": 2, "\ud83d\ude00": 1 },
+      [[[]], {}, [{ b: 1, a: 2 }], "s"],
+      { a: { b: { c: { d: { e: { f: [0, 1.5, -1e-7, 123456789012345680000] } } } } } },
+    ];
+    for (const value of values) {
+      const copied = copyJson(value);
+      assert.equal(knownCanonical(copied), canonicalText(value), JSON.stringify(value));
+      const python = knownPythonText(copied);
+      if (python !== undefined) assert.equal(python, JSON.stringify(value));
+      assert.equal(jsonHash(copyJson(value)), jsonHash(JSON.parse(JSON.stringify(value))));
+    }
+  });
+
   test("the manifest written from the capture equals the canonical form of its view", () => {
     const capture: Record<string, unknown> = {
       version: "replay/v1",
