@@ -176,9 +176,10 @@ export class Decision {
       if (!this.#finished) this.#problems.push("renderContext(): configure a systemPrompt first");
       return { text: "", spans: [] };
     }
-    const memory = [...this.#memory]
-      .sort((a, b) => (a["contextPosition"] as number) - (b["contextPosition"] as number))
-      .map((e): [string, string] => [String(e["entryId"]), (e["renderedContent"] as string | null) ?? ""]);
+    // in position order (a stable sort; most working sets are added in order: then none is made)
+    let ordered = true;
+    for (let i = 1; i < this.#memory.length && ordered; i++) ordered = (this.#memory[i - 1]!["contextPosition"] as number) <= (this.#memory[i]!["contextPosition"] as number);
+    const memory = (ordered ? this.#memory : [...this.#memory].sort((a, b) => (a["contextPosition"] as number) - (b["contextPosition"] as number))).map((e): [string, string] => [String(e["entryId"]), (e["renderedContent"] as string | null) ?? ""]);
     const rendered = renderChatContext(prompt, memory, String(options.userMessage));
     this.#rendered = { format: CHAT_MESSAGES_FORMAT, text: rendered.text, spans: rendered.spans };
     return rendered;

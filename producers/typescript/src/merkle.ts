@@ -53,6 +53,20 @@ export function merkleRoot(leaves: readonly Buffer[]): Buffer {
 
 /** Indices of `entries` in `contextPosition` order; `ContractError` naming the entry otherwise. */
 export function positionOrder(entries: readonly unknown[]): number[] {
+  // most working sets are already in order: then the order is the indices (nothing sorted)
+  let previous = -Infinity;
+  let ordered = true;
+  for (let i = 0; i < entries.length && ordered; i++) {
+    const entry = entries[i];
+    const position = isPlainObject(entry) ? entry["contextPosition"] : undefined;
+    ordered = typeof position === "number" && Number.isSafeInteger(position) && position > previous;
+    if (ordered) previous = position as number;
+  }
+  if (ordered) {
+    const order = new Array<number>(entries.length);
+    for (let i = 0; i < order.length; i++) order[i] = i;
+    return order;
+  }
   const keyed: [number, number][] = [];
   entries.forEach((entry, index) => {
     if (!isPlainObject(entry)) throw new ContractError("a working-set entry must be a JSON object", `${ENTRIES}[${index}]`);

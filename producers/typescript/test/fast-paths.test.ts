@@ -8,6 +8,7 @@ import { describe, test } from "node:test";
 import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, jsonHash, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
 import { adoptJson, knownPythonText } from "../src/canonical.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
+import { positionOrder } from "../src/merkle.js";
 import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
 import { pae, paeOfText } from "../src/dsse.js";
 import { readFileSync } from "node:fs";
@@ -135,6 +136,21 @@ describe("RFC 8785 shortcuts", () => {
       assert.throws(() => manifestBytes(capture), (error: unknown) => error instanceof ContractError && error.path === expected.path, expected.message);
       assert.equal(manifestBytes({ version: "v", outcome: { status: "ok" } }).toString("utf8"), '{"outcome":{"status":"ok"},"version":"v"}');
     }
+  });
+});
+
+describe("working-set order", () => {
+  test("entries already in order give their indices; others are sorted or refused as before", () => {
+    const at = (...positions: unknown[]): unknown[] => positions.map((contextPosition, i) => ({ entryId: `e${i}`, contextPosition }));
+    assert.deepEqual(positionOrder(at(0, 1, 2)), [0, 1, 2]);
+    assert.deepEqual(positionOrder(at(-5, 3, 1000)), [0, 1, 2]);
+    assert.deepEqual(positionOrder(at(2, 0, 1)), [1, 2, 0]);
+    assert.deepEqual(positionOrder([]), []);
+    for (const bad of [at(0, 0), at(1, 0, 1), at(0, 1.5), at(0, "1"), at(0, Number.NaN), [{ contextPosition: 0 }, 7]]) {
+      assert.throws(() => positionOrder(bad), ContractError, JSON.stringify(bad));
+    }
+    assert.throws(() => positionOrder(at(0, 0)), /share contextPosition 0/);
+    assert.throws(() => positionOrder(at(0, 2 ** 53)), (error: unknown) => error instanceof ContractError && error.path === "memoryState.workingSetEntries[1].contextPosition");
   });
 });
 

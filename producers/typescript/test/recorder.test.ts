@@ -113,6 +113,12 @@ test("renderContext renders the chat messages and spans the Python SDK renders",
   const d = rec.decision({});
   d.addMemory({ entryId: "b", tier: "hot", content: "second", position: 2 }).addMemory({ entryId: "a", tier: "hot", content: "first", position: 1 });
   assert.equal(d.renderContext({ userMessage: "hi" }).text, renderChatContext("Be exact.", [["a", "first"], ["b", "second"]], "hi").text);
+  // in order, equal positions kept as added (a stable sort), out of order sorted
+  const e = rec.decision({});
+  e.addMemory({ entryId: "a", tier: "hot", content: "1", position: 1 }).addMemory({ entryId: "b", tier: "hot", content: "2", position: 1 }).addMemory({ entryId: "c", tier: "hot", content: "3", position: 3 });
+  assert.equal(e.renderContext({ userMessage: "hi" }).text, renderChatContext("Be exact.", [["a", "1"], ["b", "2"], ["c", "3"]], "hi").text);
+  e.addMemory({ entryId: "d", tier: "hot", content: "0", position: 0 });
+  assert.equal(e.renderContext({ userMessage: "hi" }).text, renderChatContext("Be exact.", [["d", "0"], ["a", "1"], ["b", "2"], ["c", "3"]], "hi").text);
   d.finish({ output: null });
   await rec.close();
 });
