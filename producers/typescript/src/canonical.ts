@@ -232,33 +232,34 @@ export function objectText(value: Record<string, unknown>, member: (key: string,
  * this module's and reused; its slots are blanked after the join so it holds no text between
  * captures (young strings held by an old list would survive collections).
  */
-const PIECES: string[] = [];
+const MAIN_PIECES: string[] = [];
+let PIECES = MAIN_PIECES;
 let pieceCount = 0;
 
 function put(piece: string): void {
   PIECES[pieceCount++] = piece;
 }
 
-/** Write a text with `write` (which calls the `put*` functions below) and return it joined. Not reentrant. */
-export function writePieces(write: () => void): string {
+/**
+ * Write a text with `write` (which calls the `put*` functions below) and return it joined.
+ * `list`: the piece list to use (default the module's): a caller writing many texts of another
+ * size keeps its own, so neither list is trimmed and grown again by the other's texts.
+ */
+export function writePieces(write: () => void, list: string[] = MAIN_PIECES): string {
+  const outerList = PIECES;
+  const outerCount = pieceCount;
+  PIECES = list;
   pieceCount = 0;
-  let done = false;
   try {
     write();
-    done = true;
+    const count = pieceCount;
+    if (list.length !== count) list.length = count;
+    return list.join("");
   } finally {
-    if (!done) blank(0);
+    for (let i = 0; i < list.length; i++) list[i] = "";
+    PIECES = outerList;
+    pieceCount = outerCount;
   }
-  const count = pieceCount;
-  if (PIECES.length !== count) PIECES.length = count;
-  const text = PIECES.join("");
-  blank(0);
-  return text;
-}
-
-function blank(from: number): void {
-  for (let i = from; i < PIECES.length; i++) PIECES[i] = "";
-  pieceCount = from;
 }
 
 /** Put text written elsewhere (already RFC 8785). */

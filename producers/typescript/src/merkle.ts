@@ -4,7 +4,7 @@
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
 import { ContractError } from "./errors.js";
-import { canonicalAt, isPlainObject, objectText, sha256Hex } from "./canonical.js";
+import { isPlainObject, putAt, putObject, putText, sha256Hex, writePieces } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -97,7 +97,19 @@ const LEAF_KEY_SET: ReadonlySet<string> = new Set(WORKING_SET_LEAF_KEYS);
 
 /** The entry's leaf fields (nulls omitted) as RFC 8785 text, written from the entry itself. */
 function leafText(entries: readonly unknown[], index: number): string {
-  return objectText(entries[index] as Record<string, unknown>, (key, item) => (LEAF_KEY_SET.has(key) ? canonicalAt(item, true, ENTRIES, undefined, index, key) : undefined), () => `${ENTRIES}[${index}]`);
+  return leafInput(entries, index).slice(1);
+}
+
+/** Leaf texts are written in a piece list of their own (a leaf is a few dozen pieces, a manifest hundreds). */
+const LEAF_PIECES: string[] = [];
+
+/** U+0000 (the leaf prefix: that byte in UTF-8) and the leaf text, written as one flat string. */
+function leafInput(entries: readonly unknown[], index: number): string {
+  const entry = entries[index] as Record<string, unknown>;
+  return writePieces(() => {
+    putText("\u0000");
+    putObject(entry, (key, item) => LEAF_KEY_SET.has(key) && (putAt(item, true, ENTRIES, undefined, index, key), true), () => `${ENTRIES}[${index}]`);
+  }, LEAF_PIECES);
 }
 
 /**
@@ -109,10 +121,10 @@ export function workingSetRootHex(entries: readonly unknown[], manifestForms?: M
   // a leaf hash is sha256(0x00 || leaf): U+0000 is that byte in UTF-8
   return rootHex(
     positionOrder(entries).map((index) => {
-      const text = leafText(entries, index);
+      const input = leafInput(entries, index);
       const entry = entries[index] as Record<string, unknown>;
-      if (manifestForms !== undefined && onlyLeafFields(entry)) manifestForms.set(entry, text);
-      return sha256Hex("\u0000" + text);
+      if (manifestForms !== undefined && onlyLeafFields(entry)) manifestForms.set(entry, input.slice(1));
+      return sha256Hex(input);
     }),
   );
 }

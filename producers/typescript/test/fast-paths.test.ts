@@ -8,7 +8,8 @@ import { describe, test } from "node:test";
 import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson, jsonHash, knownCanonical, manifestBytes, manifestView } from "../src/index.js";
 import { adoptJson, knownPythonText } from "../src/canonical.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
-import { positionOrder } from "../src/merkle.js";
+import { merkleRoot, positionOrder, workingSetLeaves, workingSetRootHex, WORKING_SET_LEAF_KEYS } from "../src/merkle.js";
+import { manifestText } from "../src/manifest.js";
 import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
 import { pae, paeOfText } from "../src/dsse.js";
 import { readFileSync } from "node:fs";
@@ -151,6 +152,30 @@ describe("working-set order", () => {
     }
     assert.throws(() => positionOrder(at(0, 0)), /share contextPosition 0/);
     assert.throws(() => positionOrder(at(0, 2 ** 53)), (error: unknown) => error instanceof ContractError && error.path === "memoryState.workingSetEntries[1].contextPosition");
+  });
+});
+
+describe("working-set leaves written in pieces", () => {
+  test("each leaf is the RFC 8785 form of its leaf fields, and the root and manifest agree with it", () => {
+    const entries: Record<string, unknown>[] = [
+      { entryId: "m😀", tier: "hot", renderedContent: "c", renderedContentHash: "sha256:" + "1".repeat(64), provenance: { writerId: 'w"\\', writtenAt: null, sourceType: "é" }, contextPosition: 0, retrievalScore: 0.84, retrievalMethod: null },
+      { entryId: "\u0000\u001f\u2028", tier: "", contextPosition: 1, embeddingModel: "e", embeddingVersion: "v", retrievalScore: -1e-7, extra: { b: 1 } },
+      { contextPosition: 2, provenance: { z: [1, { y: null, x: 2 }], "10": 1, "9": 2 }, entryId: "abcdefghijklmnopqrstuvwxyz".repeat(20) },
+    ];
+    const pick = (entry: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(Object.entries(entry).filter(([key]) => (WORKING_SET_LEAF_KEYS as readonly string[]).includes(key)));
+    for (let round = 0; round < 2; round++) {
+      const leaves = workingSetLeaves(entries).map((leaf) => leaf.toString("utf8"));
+      assert.deepEqual(leaves, entries.map((entry) => canonicalText(pick(entry), { omitNulls: true })));
+      assert.equal(workingSetRootHex(entries), merkleRoot(workingSetLeaves(entries)).toString("hex"));
+      const capture = { memoryState: { workingSetEntries: entries } };
+      const forms = new Map<object, string>();
+      workingSetRootHex(entries, forms);
+      assert.equal(forms.size, 2); // the second has a member that is neither a leaf field nor content
+      assert.equal(manifestText(capture, forms), canonicalJson(manifestView(capture), { omitNulls: true }).toString("utf8"));
+    }
+    assert.throws(() => workingSetLeaves([{ contextPosition: 0, tier: "bad \ud800" }]), (error: unknown) => error instanceof ContractError && error.path === "memoryState.workingSetEntries[0].tier");
+    assert.throws(() => workingSetLeaves([{ contextPosition: 0, ["k\ud800"]: 1, provenance: { ["k\udc00"]: 1 } }]), (error: unknown) => error instanceof ContractError && error.path === "memoryState.workingSetEntries[0].provenance.k\udc00");
+    assert.equal(workingSetLeaves([{ contextPosition: 0 }])[0]!.toString("utf8"), '{"contextPosition":0}');
   });
 });
 
