@@ -360,6 +360,33 @@ export function putObject(value: Record<string, unknown>, member: (key: string, 
   put("}");
 }
 
+/**
+ * `putObject` of the members of `value` that are in `names` (`keep`), or not in it (`!keep`),
+ * each written by `putAt(item, true, head, key, index, member)`: without a closure per object.
+ */
+export function putMembers(value: Record<string, unknown>, names: ReadonlySet<string>, keep: boolean, head: string, key?: string, index = -1): void {
+  const keys = sortedKeys(Object.keys(value));
+  put("{");
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const member = keys[i]!;
+    const item = value[member];
+    if (item === undefined || item === null || names.has(member) !== keep) continue;
+    if (!first) put(",");
+    const name = pieceCount;
+    put("");
+    putAt(item, true, head, key, index, member);
+    if (!member.isWellFormed()) {
+      let path = key === undefined ? head : joinKey(head, key);
+      if (index >= 0) path += `[${index}]`;
+      throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(path, member));
+    }
+    PIECES[name] = memberName(member);
+    first = false;
+  }
+  put("}");
+}
+
 /** RFC 8785 canonical UTF-8 bytes of `value`; `ContractError` naming the member if it has none. */
 export function canonicalJson(value: unknown, options: { omitNulls?: boolean; path?: string } = {}): Buffer {
   return Buffer.from(canonicalText(value, options), "utf8");

@@ -4,8 +4,10 @@
  * defaults (`fidelity: "sdk"`, an empty `executionTrace.modelCalls`) left out, null members
  * omitted at every depth, RFC 8785 bytes.
  */
-import { isPlainObject, putAt, putObject, putText, writePieces } from "./canonical.js";
+import { isPlainObject, putAt, putMembers, putObject, putText, writePieces } from "./canonical.js";
 import { SECTION_CONTENT } from "./parts.js";
+
+const SIGNATURE_BYTES: ReadonlySet<string> = new Set(["signatureBytes"]);
 
 export const MANIFEST_PAYLOAD_TYPE = "application/vnd.blackbox.manifest+json;version=replay/v1";
 
@@ -61,7 +63,7 @@ export function manifestText(capture: Record<string, unknown>, entryTexts?: Read
       if (key === "fidelity" && value === "sdk") return false;
       const section = SECTION_CONTENT.get(key);
       if (section !== undefined && isPlainObject(value)) putSection(key, value, section, entryTexts);
-      else if (key === "signature" && isPlainObject(value)) putObject(value, (name, item) => name !== "signatureBytes" && (putAt(item, true, key, name), true), key);
+      else if (key === "signature" && isPlainObject(value)) putMembers(value, SIGNATURE_BYTES, false, key);
       else putAt(value, true, key);
       return true;
     }),
@@ -88,7 +90,7 @@ function putSection(name: string, section: Record<string, unknown>, content: { t
         else {
           const text = known?.get(record);
           if (text !== undefined) putText(text);
-          else putObject(record, (field, item) => !recordKeys.has(field) && (putAt(item, true, name, key, i, field), true), () => `${name}.${key}[${i}]`);
+          else putMembers(record, recordKeys, false, name, key, i);
         }
       }
       putText("]");

@@ -4,7 +4,7 @@
  * RFC 8785 form (nulls omitted) of the entry's leaf fields.
  */
 import { ContractError } from "./errors.js";
-import { isPlainObject, putAt, putObject, putText, sha256Hex, writePieces } from "./canonical.js";
+import { isPlainObject, putMembers, putText, sha256Hex, writePieces } from "./canonical.js";
 
 export const CONTEXT_SET_ALGORITHM = "rfc6962-sha256";
 export const WORKING_SET_LEAF_KEYS = [
@@ -108,7 +108,7 @@ function leafInput(entries: readonly unknown[], index: number): string {
   const entry = entries[index] as Record<string, unknown>;
   return writePieces(() => {
     putText("\u0000");
-    putObject(entry, (key, item) => LEAF_KEY_SET.has(key) && (putAt(item, true, ENTRIES, undefined, index, key), true), () => `${ENTRIES}[${index}]`);
+    putMembers(entry, LEAF_KEY_SET, true, ENTRIES, undefined, index);
   }, LEAF_PIECES);
 }
 
