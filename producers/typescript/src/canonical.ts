@@ -230,14 +230,54 @@ export function objectText(value: Record<string, unknown>, member: (key: string,
  * Pieces of one text being written (the manifest), joined once at the end: no intermediate
  * strings (each `+=` of a member would make a cons string, a short one a flat copy). The list is
  * this module's and reused; its slots are blanked after the join so it holds no text between
- * captures (young strings held by an old list would survive collections).
+ * captures (young strings held by an old list would survive collections). Or, with `writeUtf8`,
+ * the same pieces written straight into a reused buffer as UTF-8 (no text made at all).
  */
 const MAIN_PIECES: string[] = [];
 let PIECES = MAIN_PIECES;
+/** The number of pieces put; when writing bytes, the offset in `BYTES` the next one goes to. */
 let pieceCount = 0;
+/** Where `put` writes UTF-8 (`writeUtf8`), else undefined (pieces). */
+let BYTES: Buffer | undefined;
+let utf8Buffer = Buffer.allocUnsafeSlow(16 * 1024);
+
+// Buffer's UTF-8 writer without `write`'s argument handling, where Node has it
+type Utf8Write = (this: Buffer, text: string, offset: number, length: number) => number;
+const nativeUtf8Write = (Buffer.prototype as unknown as { utf8Write?: Utf8Write }).utf8Write;
+const utf8Write: Utf8Write =
+  typeof nativeUtf8Write === "function"
+    ? nativeUtf8Write
+    : function (this: Buffer, text: string, offset: number, length: number): number {
+        return this.write(text, offset, length, "utf8");
+      };
 
 function put(piece: string): void {
-  PIECES[pieceCount++] = piece;
+  if (BYTES === undefined) PIECES[pieceCount++] = piece;
+  else putUtf8(piece);
+}
+
+function putUtf8(piece: string): void {
+  const length = piece.length;
+  let buffer = BYTES!;
+  if (pieceCount + length * 3 > buffer.length) {
+    const bigger = Buffer.allocUnsafeSlow(Math.max(buffer.length * 2, pieceCount + length * 3));
+    buffer.copy(bigger, 0, 0, pieceCount);
+    BYTES = utf8Buffer = buffer = bigger;
+  }
+  let at = pieceCount;
+  if (length < 32) {
+    // short (most pieces): ASCII by hand, anything else through Buffer's UTF-8 writer
+    let i = 0;
+    for (; i < length; i++) {
+      const c = piece.charCodeAt(i);
+      if (c >= 0x80) break;
+      buffer[at++] = c;
+    }
+    if (i < length) at += utf8Write.call(buffer, i === 0 ? piece : piece.slice(i), at, buffer.length - at);
+    pieceCount = at;
+    return;
+  }
+  pieceCount = at + utf8Write.call(buffer, piece, at, buffer.length - at);
 }
 
 /**
@@ -248,8 +288,10 @@ function put(piece: string): void {
 export function writePieces(write: () => void, list: string[] = MAIN_PIECES): string {
   const outerList = PIECES;
   const outerCount = pieceCount;
+  const outerBytes = BYTES;
   PIECES = list;
   pieceCount = 0;
+  BYTES = undefined;
   try {
     write();
     const count = pieceCount;
@@ -259,7 +301,33 @@ export function writePieces(write: () => void, list: string[] = MAIN_PIECES): st
     for (let i = 0; i < list.length; i++) list[i] = "";
     PIECES = outerList;
     pieceCount = outerCount;
+    BYTES = outerBytes;
   }
+}
+
+/**
+ * What `writePieces(write)` would return, as UTF-8 written into a buffer this module reuses,
+ * starting at `room`: returns the offset after the last byte; the buffer is `utf8Scratch()`
+ * (valid until the next call: for a caller that uses the bytes at once). Not reentrant.
+ */
+export function writeUtf8(room: number, write: () => void): number {
+  if (BYTES !== undefined) throw new Error("writeUtf8 is not reentrant");
+  const outerCount = pieceCount;
+  if (utf8Buffer.length < room + 1024) utf8Buffer = Buffer.allocUnsafeSlow(room + 16 * 1024);
+  BYTES = utf8Buffer;
+  pieceCount = room;
+  try {
+    write();
+    return pieceCount;
+  } finally {
+    BYTES = undefined;
+    pieceCount = outerCount;
+  }
+}
+
+/** The buffer `writeUtf8` last wrote into. */
+export function utf8Scratch(): Buffer {
+  return utf8Buffer;
 }
 
 /** Put text written elsewhere (already RFC 8785). */
@@ -346,15 +414,18 @@ export function putObject(value: Record<string, unknown>, member: (key: string, 
     const item = value[key];
     if (item === undefined || item === null) continue;
     const mark = pieceCount;
+    if (!key.isWellFormed()) {
+      // refused if it is written (its value is checked first, as the plain walk does)
+      if (member(key, item)) throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(typeof path === "string" ? path : path(), key));
+      pieceCount = mark;
+      continue;
+    }
     if (!first) put(",");
-    const name = pieceCount;
-    put("");
+    put(memberName(key));
     if (!member(key, item)) {
       pieceCount = mark;
       continue;
     }
-    if (!key.isWellFormed()) throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(typeof path === "string" ? path : path(), key));
-    PIECES[name] = memberName(key);
     first = false;
   }
   put("}");
@@ -372,17 +443,16 @@ export function putMembers(value: Record<string, unknown>, names: ReadonlySet<st
     const member = keys[i]!;
     const item = value[member];
     if (item === undefined || item === null || names.has(member) !== keep) continue;
-    if (!first) put(",");
-    const name = pieceCount;
-    put("");
-    putAt(item, true, head, key, index, member);
     if (!member.isWellFormed()) {
+      putAt(item, true, head, key, index, member); // its value is checked first, as the plain walk does
       let path = key === undefined ? head : joinKey(head, key);
       if (index >= 0) path += `[${index}]`;
       throw new ContractError("not canonicalizable: a key with a lone surrogate", joinKey(path, member));
     }
-    PIECES[name] = memberName(member);
+    if (!first) put(",");
     first = false;
+    put(memberName(member));
+    putAt(item, true, head, key, index, member);
   }
   put("}");
 }

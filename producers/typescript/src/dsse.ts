@@ -20,12 +20,22 @@ let scratch = Buffer.allocUnsafeSlow(16 * 1024);
  * the room the longest header needs, and the header in front of it.
  */
 export function paeOfText(payloadType: string, text: string): Buffer {
-  const type = Buffer.byteLength(payloadType, "utf8");
-  const room = 42 + type; // "DSSEv1 " (7) + two lengths of at most 16 digits + type + 3 spaces
+  const room = paeRoom(payloadType);
   if (scratch.length < room + text.length * 3) scratch = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, room + text.length * 3));
   const size = utf8Write.call(scratch, text, room, scratch.length - room);
-  const head = `DSSEv1 ${type} ${payloadType} ${size} `;
+  return paeAround(payloadType, scratch, room, size);
+}
+
+/** The room in front of a body that the PAE header of `payloadType` may need. */
+export function paeRoom(payloadType: string): number {
+  return 42 + Buffer.byteLength(payloadType, "utf8"); // "DSSEv1 " (7) + two lengths of at most 16 digits + type + 3 spaces
+}
+
+/** The PAE of the `size` bytes at `room` in `buffer` (room from `paeRoom`): the header written in
+ * front of them, and the view of the whole. */
+export function paeAround(payloadType: string, buffer: Buffer, room: number, size: number): Buffer {
+  const head = `DSSEv1 ${Buffer.byteLength(payloadType, "utf8")} ${payloadType} ${size} `;
   const start = room - Buffer.byteLength(head, "utf8");
-  utf8Write.call(scratch, head, start, room - start);
-  return scratch.subarray(start, room + size);
+  utf8Write.call(buffer, head, start, room - start);
+  return buffer.subarray(start, room + size);
 }

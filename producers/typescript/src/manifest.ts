@@ -4,7 +4,8 @@
  * defaults (`fidelity: "sdk"`, an empty `executionTrace.modelCalls`) left out, null members
  * omitted at every depth, RFC 8785 bytes.
  */
-import { isPlainObject, putAt, putMembers, putObject, putText, writePieces } from "./canonical.js";
+import { isPlainObject, putAt, putMembers, putObject, putText, utf8Scratch, writePieces, writeUtf8 } from "./canonical.js";
+import { paeAround, paeRoom } from "./dsse.js";
 import { SECTION_CONTENT } from "./parts.js";
 
 const SIGNATURE_BYTES: ReadonlySet<string> = new Set(["signatureBytes"]);
@@ -58,16 +59,27 @@ export function manifestBytes(capture: Record<string, unknown>, entryTexts?: Rea
 /** The RFC 8785 text of `manifestView(capture)` (nulls omitted), written without building the
  * view and joined once (no intermediate strings). */
 export function manifestText(capture: Record<string, unknown>, entryTexts?: ReadonlyMap<object, string>): string {
-  return writePieces(() =>
-    putObject(capture, (key, value) => {
-      if (key === "fidelity" && value === "sdk") return false;
-      const section = SECTION_CONTENT.get(key);
-      if (section !== undefined && isPlainObject(value)) putSection(key, value, section, entryTexts);
-      else if (key === "signature" && isPlainObject(value)) putMembers(value, SIGNATURE_BYTES, false, key);
-      else putAt(value, true, key);
-      return true;
-    }),
-  );
+  return writePieces(() => putManifest(capture, entryTexts));
+}
+
+/** `pae(MANIFEST_PAYLOAD_TYPE, manifestBytes(capture, entryTexts))`, written straight into a
+ * buffer this module reuses (no manifest text made): valid only until the next call, for a
+ * caller that signs it at once. */
+export function manifestPae(capture: Record<string, unknown>, entryTexts?: ReadonlyMap<object, string>): Buffer {
+  const room = paeRoom(MANIFEST_PAYLOAD_TYPE);
+  const end = writeUtf8(room, () => putManifest(capture, entryTexts));
+  return paeAround(MANIFEST_PAYLOAD_TYPE, utf8Scratch(), room, end - room);
+}
+
+function putManifest(capture: Record<string, unknown>, entryTexts: ReadonlyMap<object, string> | undefined): void {
+  putObject(capture, (key, value) => {
+    if (key === "fidelity" && value === "sdk") return false;
+    const section = SECTION_CONTENT.get(key);
+    if (section !== undefined && isPlainObject(value)) putSection(key, value, section, entryTexts);
+    else if (key === "signature" && isPlainObject(value)) putMembers(value, SIGNATURE_BYTES, false, key);
+    else putAt(value, true, key);
+    return true;
+  });
 }
 
 function putSection(name: string, section: Record<string, unknown>, content: { top: Set<string>; lists: Map<string, Set<string>> }, entryTexts: ReadonlyMap<object, string> | undefined): void {

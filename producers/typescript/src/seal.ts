@@ -5,9 +5,8 @@
  */
 import { ContractError } from "./errors.js";
 import { HASH_PREFIX, isHash, isPlainObject } from "./canonical.js";
-import { paeOfText } from "./dsse.js";
 import { keyIdFromRef, type Signer } from "./keys.js";
-import { MANIFEST_PAYLOAD_TYPE, manifestText } from "./manifest.js";
+import { manifestPae } from "./manifest.js";
 import { CONTEXT_SET_ALGORITHM, workingSetRootHex } from "./merkle.js";
 import { computePartHash, partPath, partRefs } from "./parts.js";
 
@@ -44,8 +43,8 @@ export function seal(capture: Record<string, unknown>, signer: Signer, options: 
     throw new ContractError(`supplied ${JSON.stringify(supplied)} disagrees with the working set, which gives ${JSON.stringify(root)}`, "memoryState.contextSetHash");
   }
   memory["contextSetHash"] = root;
-  // the PAE of the manifest's UTF-8, signed at once (the buffer is reused by the next call)
-  signature["signatureBytes"] = SIGNATURE_PREFIX + signer.sign(paeOfText(MANIFEST_PAYLOAD_TYPE, manifestText(sealed, entryTexts))).toString("base64");
+  // the PAE of the manifest's UTF-8, written straight into a reused buffer and signed at once
+  signature["signatureBytes"] = SIGNATURE_PREFIX + signer.sign(manifestPae(sealed, entryTexts)).toString("base64");
   return sealed;
 }
 

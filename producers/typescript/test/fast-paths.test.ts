@@ -9,7 +9,7 @@ import { ContractError, builtinDetectors, canonicalJson, canonicalText, copyJson
 import { adoptJson, knownPythonText } from "../src/canonical.js";
 import { findAll, type Detector } from "../src/privacy/detectors.js";
 import { merkleRoot, positionOrder, workingSetLeaves, workingSetRootHex, WORKING_SET_LEAF_KEYS } from "../src/merkle.js";
-import { manifestText } from "../src/manifest.js";
+import { MANIFEST_PAYLOAD_TYPE, manifestPae, manifestText } from "../src/manifest.js";
 import { encodeCaptureAvsc, encodeCaptureFast } from "../src/avro.js";
 import { pae, paeOfText } from "../src/dsse.js";
 import { readFileSync } from "node:fs";
@@ -114,6 +114,32 @@ describe("RFC 8785 shortcuts", () => {
     assert.equal(manifestBytes(capture).toString("utf8"), reference, "the reused piece list leaves nothing behind");
     assert.equal(manifestBytes({ version: "replay/v1" }).toString("utf8"), '{"version":"replay/v1"}');
     assert.equal(manifestBytes({}).toString("utf8"), "{}");
+  });
+
+  test("the manifest's PAE written straight as UTF-8 equals the PAE of its text: ASCII, 2-4 byte characters at every short-piece boundary, growth", () => {
+    const texts: string[] = ["", "a", "é", "😀", "ascii then é", "é then ascii", "x".repeat(31) + "é", "x".repeat(30) + "😀", "😀".repeat(15) + "x", "€".repeat(40), "x".repeat(31), "x".repeat(32), 'q"\\\n\u0000', "ﬀ😀\u2028"];
+    const capture = (big: number): Record<string, unknown> => ({
+      version: "replay/v1",
+      fidelity: "sdk",
+      consequential: { flagged: true, reason: texts.join("|") },
+      outcome: { status: "ok", reason: texts },
+      input: { requestPayload: { q: 1 }, requestPayloadHash: "sha256:" + "a".repeat(64), originUserId: "é" },
+      memoryState: { workingSetEntries: texts.map((text, i) => ({ entryId: text, tier: "hot", renderedContent: "c", contextPosition: i, extra: { [text || "k"]: text } })) },
+      executionTrace: { modelCalls: [], toolCalls: [{ sequence: 1, toolName: "😀".repeat(big), latencyMs: 1.5 }] },
+      signature: { algorithm: "ed25519", signatureBytes: "base64:xx", publicKeyRef: "k€" },
+      extra: { "10": 1, "9": 2, long: "é".repeat(big) },
+    });
+    for (const big of [0, 10, 3000, 20_000, 5]) {
+      const value = capture(big);
+      const expected = pae(MANIFEST_PAYLOAD_TYPE, manifestBytes(value));
+      assert.ok(manifestPae(value).equals(expected), `big ${big}`);
+      const forms = new Map<object, string>();
+      workingSetRootHex((value["memoryState"] as { workingSetEntries: unknown[] }).workingSetEntries, forms);
+      assert.ok(manifestPae(value, forms).equals(expected), `big ${big}, entry forms`);
+    }
+    assert.throws(() => manifestPae({ outcome: { reason: "lone \ud800" } }), (error: unknown) => error instanceof ContractError && error.path === "outcome.reason");
+    assert.throws(() => manifestPae({ extra: { "k\udc00": 1 } }), (error: unknown) => error instanceof ContractError && error.path === "extra.k\udc00");
+    assert.ok(manifestPae({ version: "v" }).equals(pae(MANIFEST_PAYLOAD_TYPE, Buffer.from('{"version":"v"}'))));
   });
 
   test("a manifest member with no RFC 8785 form is refused with the same path as the view's, and the next manifest is whole", () => {
