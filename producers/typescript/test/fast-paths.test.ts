@@ -224,6 +224,24 @@ describe("detector triggers", () => {
     for (const text of texts) assert.deepEqual(findAll(text, builtinDetectors()), findAll(text, untriggered), text);
   });
 
+  test("detectors scanning with their module's patterns find every candidate, call after call, text after text", () => {
+    const texts = [
+      "call 415-555-0132 or (212) 555-0199, card 4111 1111 1111 1111 and 5500-0000-0000-0004, ip 10.0.0.1 and 192.168.1.1 and 999.1.1.1, DE89 3704 0044 0532 0130 00 and GB82 WEST 1234 5698 7654 32",
+      "1.2.3.4 5.6.7.8 +1 415 555 0132",
+    ];
+    // what the detectors found when each scan made its own copy of the pattern (matchAll)
+    const expected = [
+      '[[],[{"start":130,"end":157,"kind":"IBAN"},{"start":162,"end":189,"kind":"IBAN"}],[{"start":42,"end":61,"kind":"CARD"},{"start":66,"end":85,"kind":"CARD"}],[{"start":90,"end":98,"kind":"IP"},{"start":103,"end":114,"kind":"IP"}],[{"start":5,"end":17,"kind":"PHONE"},{"start":21,"end":35,"kind":"PHONE"}]]',
+      '[[],[],[],[{"start":0,"end":7,"kind":"IP"},{"start":8,"end":15,"kind":"IP"}],[]]',
+    ];
+    const detectors = builtinDetectors();
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < texts.length; i++) assert.equal(JSON.stringify(detectors.map((detector) => detector.find(texts[i]!))), expected[i], `round ${round}, text ${i}`);
+      // a scan of another text in between (one that stops after a first candidate, too) leaves nothing behind
+      for (const detector of detectors) detector.find("4111 1111 1111 1111 10.0.0.1 DE89 3704 0044 0532 0130 00");
+    }
+  });
+
   test("one-character triggers united into one class find what each finds", () => {
     const marker = (name: string, trigger: RegExp): Detector => ({ name, trigger, find: (text) => (trigger.test(text) ? [{ start: 0, end: 1, kind: name }] : []) });
     const sets: RegExp[][] = [[/@/, /[0-9]/], [/[+-]/, /[0-9]/], [/[-x]/, /a/], [/[a-c]/, /:/], [/[\u00a0]/, /z/], [/[^a]/, /b/]];

@@ -98,7 +98,8 @@ export class PhoneDetector implements Detector {
 
   find(text: string): Finding[] {
     const found: Finding[] = [];
-    for (const candidate of text.matchAll(PHONE_CANDIDATE)) {
+    PHONE_CANDIDATE.lastIndex = 0; // the pattern is this module's: exec from the start (matchAll would copy it per call)
+    for (let candidate = PHONE_CANDIDATE.exec(text); candidate !== null; candidate = PHONE_CANDIDATE.exec(text)) {
       const start = candidate.index;
       const raw = candidate[0];
       const end = start + raw.length;
@@ -147,7 +148,8 @@ export class CardDetector implements Detector {
 
   find(text: string): Finding[] {
     const found: Finding[] = [];
-    for (const candidate of text.matchAll(CARD_CANDIDATE)) {
+    CARD_CANDIDATE.lastIndex = 0; // the pattern is this module's: exec from the start (matchAll would copy it per call)
+    for (let candidate = CARD_CANDIDATE.exec(text); candidate !== null; candidate = CARD_CANDIDATE.exec(text)) {
       const start = candidate.index;
       const raw = candidate[0];
       const end = start + raw.length;
@@ -181,7 +183,8 @@ export class IbanDetector implements Detector {
 
   find(text: string): Finding[] {
     const found: Finding[] = [];
-    for (const candidate of text.matchAll(IBAN_CANDIDATE)) {
+    IBAN_CANDIDATE.lastIndex = 0; // the pattern is this module's: exec from the start (matchAll would copy it per call)
+    for (let candidate = IBAN_CANDIDATE.exec(text); candidate !== null; candidate = IBAN_CANDIDATE.exec(text)) {
       const start = candidate.index;
       if (wordBefore(text, start)) continue;
       const raw = candidate[0];
@@ -215,7 +218,8 @@ export class IpDetector implements Detector {
   find(text: string): Finding[] {
     const found: Finding[] = [];
     if (text.includes(".")) {
-      for (const match of text.matchAll(V4)) {
+      V4.lastIndex = 0; // the pattern is this module's: exec from the start (matchAll would copy it per call)
+      for (let match = V4.exec(text); match !== null; match = V4.exec(text)) {
         const start = match.index;
         const end = start + match[0].length;
         if ((start > 0 && (text[start - 1] === "." || wordBefore(text, start))) || wordAt(text, end)) continue;
