@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import avro from "avsc";
 import { ContractError, SerializationError } from "./errors.js";
-import { isPlainObject } from "./canonical.js";
+import { isPlainObject, setOwn } from "./canonical.js";
 import { pythonJsonText } from "./pyjson.js";
 import { compileEncoder, type Encode } from "./avro-write.js";
 
@@ -93,7 +93,7 @@ function samplingToAvro(params: unknown, path: string): Record<string, unknown> 
       slot = value;
     }
     if (fits) record[key] = slot;
-    else (other ??= {})[key] = value;
+    else setOwn((other ??= {}), key, value);
   }
   record["otherParametersJson"] = other === undefined ? null : pythonJsonText(other, `${path}.otherParametersJson`);
   return record;

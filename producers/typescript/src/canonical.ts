@@ -729,9 +729,17 @@ function copy(value: unknown, depth: number, walk: Walk): unknown {
     const item = value[key];
     if (item === undefined) continue;
     if (!key.isWellFormed()) throw new Refused("a key with a lone surrogate");
-    out[key] = copy(item, depth + 1, walk);
+    setOwn(out, key, copy(item, depth + 1, walk));
   }
   return out;
+}
+
+/** `target[key] = value` as an own data member, the key `__proto__` included: plain assignment takes
+ * that key as the object's prototype, so a member of content named so would vanish from what is
+ * sealed (and escape redaction) instead of being kept like any other. */
+export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === "__proto__") Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  else target[key] = value;
 }
 
 /** True for a well-formed `sha256:<64 lowercase hex>`. */

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { Placeholders, builtinDetectors, redactCapture, redactText } from "../src/index.js";
+import { canonicalText, copyJson } from "../src/canonical.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../test/vectors/sealing.json", import.meta.url), "utf8")) as {
   redaction: {
@@ -60,6 +61,26 @@ describe("redaction vectors", () => {
     assert.deepEqual(Object.keys(done.originals), ["agentConfiguration.systemPromptText", "agentConfiguration.toolSchemaJson", "input.requestPayload", "memoryState.workingSetEntries[1].renderedContent", "executionTrace.toolCalls[0].input"]);
     assert.equal((capture["memoryState"] as Record<string, unknown>)["contextSetHash"], null);
     assert.equal((capture["executionTrace"] as { finalOutputText: string }).finalOutputText, "done");
+  });
+
+  test("a member named __proto__ is content like any other: kept, sealed in canonical order and redacted", () => {
+    // JSON.parse makes "__proto__" an own member; plain assignment would take it as the prototype
+    const payload = JSON.parse('{"__proto__": {"note": "write to a@example.com"}, "b": "__proto__"}') as Record<string, unknown>;
+    const copied = copyJson(payload) as Record<string, unknown>;
+    assert.equal(Object.getPrototypeOf(copied), Object.prototype);
+    assert.deepEqual(Object.keys(copied), ["__proto__", "b"]);
+    assert.equal(canonicalText(copied), '{"__proto__":{"note":"write to a@example.com"},"b":"__proto__"}');
+    const capture: Record<string, unknown> = {
+      decisionId: "dec_1",
+      input: { requestPayload: copied, requestPayloadHash: null },
+      executionTrace: { toolCalls: [], finalOutputText: "done" },
+    };
+    const done = redactCapture(capture, builtinDetectors());
+    assert.ok(done !== undefined);
+    const redacted = (done.capture["input"] as Record<string, unknown>)["requestPayload"] as Record<string, unknown>;
+    assert.equal(Object.getPrototypeOf(redacted), Object.prototype);
+    assert.equal(canonicalText(redacted), '{"__proto__":{"note":"write to [EMAIL_1]"},"b":"__proto__"}');
+    assert.deepEqual(done.redactions.map((r) => [r.part, r.pointer]), [["input.requestPayload", "/__proto__/note"]]);
   });
 
   test("nothing personal: nothing changes", () => {

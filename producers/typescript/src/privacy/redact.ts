@@ -7,7 +7,7 @@
  * part's hash is cleared (a supplied one must be the original's) and so is the working-set root.
  */
 import { ContractError } from "../errors.js";
-import { isPlainObject } from "../canonical.js";
+import { isPlainObject, setOwn } from "../canonical.js";
 import { computePartHash, partPath, partRefs, type PartRef } from "../parts.js";
 import { findAll, type Detector, type Finding } from "./detectors.js";
 
@@ -143,7 +143,7 @@ function redactJson(value: unknown, keys: (string | number)[], ref: PartRef, fin
       keys.push(key);
       const changed = redactJson(item, keys, ref, find, placeholders, out);
       keys.pop();
-      if (changed !== item) (copy ??= { ...value })[key] = changed;
+      if (changed !== item) setOwn((copy ??= { ...value }), key, changed);
     }
     return copy ?? value;
   }
