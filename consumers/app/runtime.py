@@ -259,6 +259,7 @@ class Runtime:
         to :func:`~consumers.ingest.service.build_service` (``batch_size``, ``workers`` …)."""
         from consumers.ingest.service import ReloadingTrust, build_service
         from consumers.pacts.applied import AppliedPactSource
+        from consumers.pacts.logged import in_force
         from consumers.privacy.identifiers import IdentifierResolver
         from consumers.privacy.ids import index_ids
         from producers.privacy.protect import vault_from_settings
@@ -271,7 +272,15 @@ class Runtime:
             store=self.blob_store,
             trust=trust,
             policy=self.retention_policy,
-            pacts=AppliedPactSource(self.blob_store, trust=trust, fallback=self.pacts),
+            pacts=AppliedPactSource(
+                self.blob_store,
+                trust=trust,
+                fallback=self.pacts,
+                # with the log on, the shared pointer is obeyed only as the log's latest apply
+                in_force=(lambda pointer: in_force(self.index, self.blob_store, pointer))
+                if self.settings.tlog
+                else None,
+            ),
             fault=self.settings.fault or None,
             tlog=self.transparency_log if self.settings.tlog else None,
             index_id_key=index_ids(self.settings).key,

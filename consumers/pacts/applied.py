@@ -9,19 +9,29 @@ its rows name no version (``pact_version = ''``).
 A pointer that names a version which does not verify (tampered, untrusted key) is logged as an error
 and ingest keeps judging by the version it had: ingest never stops, and never silently drops to no
 rules because an object was altered.
+
+With the transparency log on, the pointer is also checked against the log (``in_force``,
+:func:`consumers.pacts.logged.in_force`): one that is not the log's latest apply byte for byte (rolled
+back to an older signed version, or never logged) is reported and the log's latest apply judges
+instead. A check that could not run (the index unreachable) is tried again at the next batch.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from consumers.pacts.versions import APPLIED_KEY, PactVersionError, load_version, parse_pointer
 from producers.blobstore import BlobNotFound, BlobStore
 from producers.evidence import TrustStore
 from producers.pacts.book import PactBook
 from schemas.errors import BlackboxError
+
+if TYPE_CHECKING:
+    from consumers.pacts.logged import InForce
 
 __all__ = ["AppliedPactSource", "AppliedPacts"]
 
@@ -45,9 +55,11 @@ class AppliedPactSource:
         *,
         trust: TrustStore | Callable[[], TrustStore],
         fallback: PactBook | None = None,
+        in_force: Callable[[Mapping[str, Any]], InForce] | None = None,
     ) -> None:
         self._store = store
         self._trust = trust
+        self._in_force = in_force
         self._current = AppliedPacts(book=fallback or PactBook())
         self._seen: bytes | None = None
         self.loads = 0  # versions loaded and verified (the cheap path does not count)
@@ -65,10 +77,22 @@ class AppliedPactSource:
         self._seen = raw
         try:
             pointer = parse_pointer(raw)
+            named = pointer.version
+            if self._in_force is not None:
+                verdict = self._in_force(json.loads(raw))
+                if verdict.refused is not None:
+                    logger.error("applied pact pointer not obeyed: %s", verdict.refused)
+                    if verdict.version is None or verdict.version == self._current.version:
+                        return self._current
+                    named = verdict.version
             trust = self._trust() if callable(self._trust) else self._trust
-            version = load_version(self._store, pointer.version, trust)
-        except (PactVersionError, BlackboxError) as exc:
+            version = load_version(self._store, named, trust)
+        except PactVersionError as exc:
             logger.error("applied pact version refused, still judging by %s: %s", self._label(), exc)
+            return self._current
+        except BlackboxError as exc:  # the store or the index: try again at the next batch
+            self._seen = None
+            logger.warning("applied pact version not checked, still judging by %s: %s", self._label(), exc)
             return self._current
         self.loads += 1
         self._current = AppliedPacts(book=version.book, version=version.version)

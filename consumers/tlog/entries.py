@@ -30,9 +30,17 @@ from producers.evidence.canonical import canonical_json
 from producers.evidence.tlog import sized_leaf
 from schemas.errors import ProofInvalid
 
-__all__ = ["PACT_LEAF_TYPE", "apply_hash", "pact_entry_key", "pact_leaf", "parse_pact_leaf"]
+__all__ = [
+    "PACT_KEY_PREFIX",
+    "PACT_LEAF_TYPE",
+    "apply_hash",
+    "pact_entry_key",
+    "pact_leaf",
+    "parse_pact_leaf",
+]
 
 PACT_LEAF_TYPE = "blackbox.tlog.pact/v1"
+PACT_KEY_PREFIX = "pact:"
 _FIELDS = ("appliedAt", "applyHash", "envelopeHash", "version")
 
 
@@ -70,4 +78,4 @@ def parse_pact_leaf(data: bytes) -> dict[str, str]:
 
 def pact_entry_key(version: str, applied_at: str) -> str:
     """The entry's key in ``tlog_leaves`` (module docstring)."""
-    return f"pact:{version}@{applied_at}"
+    return f"{PACT_KEY_PREFIX}{version}@{applied_at}"

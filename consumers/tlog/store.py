@@ -12,7 +12,16 @@ from consumers.index.engine import insert_rows
 if TYPE_CHECKING:
     from consumers.index import Index
 
-__all__ = ["LeafRow", "entry_keys", "insert_leaves", "leaf_count", "leaf_of", "leaves_of", "logged_ids"]
+__all__ = [
+    "LeafRow",
+    "entry_keys",
+    "insert_leaves",
+    "last_typed_leaf",
+    "leaf_count",
+    "leaf_of",
+    "leaves_of",
+    "logged_ids",
+]
 
 _CHUNK = 10_000
 
@@ -88,14 +97,32 @@ def leaf_of(index: Index, decision_id: str) -> LeafRow | None:
     return _row(rows[0]) if rows else None
 
 
-def entry_keys(index: Index, prefix: str) -> list[str]:
-    """The keys of the entries whose key starts with ``prefix`` (an applied pact version's), in log order."""
+# An entry other than a capture is found by its key's prefix and its leaf's type: a key is whatever a
+# capture says its decision id is, so a capture can be named like an apply (``pact:…``), but its leaf's
+# type member is a capture's, and a string inside a leaf cannot hold the unescaped quotes of that member.
+_TYPED = "startsWith(decision_id, {p:String}) AND position(leaf, {t:String}) > 0"
+
+
+def _typed(prefix: str, leaf_type: str) -> dict[str, str]:
+    return {"p": prefix, "t": f'"type":"{leaf_type}"'}
+
+
+def entry_keys(index: Index, prefix: str, leaf_type: str) -> list[str]:
+    """The keys of the ``leaf_type`` entries whose key starts with ``prefix``, in log order."""
     rows = index.query(
-        "SELECT decision_id FROM tlog_leaves FINAL WHERE startsWith(decision_id, {p:String}) "
-        "ORDER BY leaf_index",
-        {"p": prefix},
+        f"SELECT decision_id FROM tlog_leaves FINAL WHERE {_TYPED} ORDER BY leaf_index",
+        _typed(prefix, leaf_type),
     )
     return [str(r["decision_id"]) for r in rows]
+
+
+def last_typed_leaf(index: Index, prefix: str, leaf_type: str) -> LeafRow | None:
+    """The last ``leaf_type`` leaf whose key starts with ``prefix`` (callers still parse it)."""
+    rows = index.query(
+        f"SELECT * FROM tlog_leaves FINAL WHERE {_TYPED} ORDER BY leaf_index DESC LIMIT 1",
+        _typed(prefix, leaf_type),
+    )
+    return _row(rows[0]) if rows else None
 
 
 def leaves_of(index: Index, *, start: int = 0, batch: int = 50_000) -> Iterator[LeafRow]:
