@@ -49,6 +49,16 @@ def _point(data: Path, version: str) -> None:
     )
 
 
+def _two_versions(tmp_path: Path, agents: str) -> tuple[Path, dict[str, str], str, str]:
+    """A data directory with an operator and two proposed versions ("first", "second") binding ``agents``."""
+    data = tmp_path / "data"
+    data.mkdir()
+    env = _operator(data)
+    v1 = _propose(env, tmp_path, ALWAYS.format(agents=agents, name="first"), "v1")
+    v2 = _propose(env, tmp_path, ALWAYS.format(agents=agents, name="second"), "v2")
+    return data, env, v1, v2
+
+
 def _rows(env: dict[str, str]) -> list[dict[str, str]]:
     sql = "SELECT decision_id, rule, pact_version FROM pact_violations FINAL WHERE kind = 'violation'"
     return json.loads(blackbox(["query", sql, "--json"], env=env).stdout)
@@ -83,11 +93,7 @@ def test_each_violation_names_the_applied_version_that_judged_it(tmp_path: Path)
 
 
 def test_the_source_reloads_only_a_changed_pointer_and_keeps_a_good_version(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    env = _operator(data)
-    v1 = _propose(env, tmp_path, ALWAYS.format(agents="*", name="first"), "v1")
-    v2 = _propose(env, tmp_path, ALWAYS.format(agents="*", name="second"), "v2")
+    data, _, v1, v2 = _two_versions(tmp_path, "*")
     store = LocalBlobStore(data / "blobs")
     trust = TrustStore.load(load_service_settings(data_dir=data).resolved_trust_store)
     source = AppliedPactSource(store, trust=trust)
@@ -108,11 +114,7 @@ def test_the_source_reloads_only_a_changed_pointer_and_keeps_a_good_version(tmp_
 
 
 def test_a_rolled_back_or_hand_written_pointer_is_not_obeyed(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    env = _operator(data)
-    v1 = _propose(env, tmp_path, ALWAYS.format(agents="agt_support", name="first"), "v1")
-    v2 = _propose(env, tmp_path, ALWAYS.format(agents="agt_support", name="second"), "v2")
+    data, env, v1, v2 = _two_versions(tmp_path, "agt_support")
     store = LocalBlobStore(data / "blobs")
     first_pointer = _apply(env, v1)
     _apply(env, v2)
@@ -135,11 +137,7 @@ def test_a_rolled_back_or_hand_written_pointer_is_not_obeyed(tmp_path: Path) -> 
 def test_the_check_reads_the_logs_pact_leaves_only(tmp_path: Path) -> None:
     """A capture names its own decision id, so one can be keyed like an apply (``pact:<v>@<at>``) and
     even carry the pact leaf's type text inside it: the check still finds the log's real latest apply."""
-    data = tmp_path / "data"
-    data.mkdir()
-    env = _operator(data)
-    v1 = _propose(env, tmp_path, ALWAYS.format(agents="*", name="first"), "v1")
-    v2 = _propose(env, tmp_path, ALWAYS.format(agents="*", name="second"), "v2")
+    data, _, v1, v2 = _two_versions(tmp_path, "*")
     store = LocalBlobStore(data / "blobs")
     first, second = (
         AppliedPointer(
