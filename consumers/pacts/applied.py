@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from consumers.pacts.versions import APPLIED_KEY, PactVersionError, load_version, parse_pointer
+from consumers.terminal import clean  # the pointer is bucket content: its text is escaped in logs
 from producers.blobstore import BlobNotFound, BlobStore
 from producers.evidence import TrustStore
 from producers.pacts.book import PactBook
@@ -81,18 +82,20 @@ class AppliedPactSource:
             if self._in_force is not None:
                 verdict = self._in_force(json.loads(raw))
                 if verdict.refused is not None:
-                    logger.error("applied pact pointer not obeyed: %s", verdict.refused)
+                    logger.error("applied pact pointer not obeyed: %s", clean(verdict.refused))
                     if verdict.version is None or verdict.version == self._current.version:
                         return self._current
                     named = verdict.version
             trust = self._trust() if callable(self._trust) else self._trust
             version = load_version(self._store, named, trust)
         except PactVersionError as exc:
-            logger.error("applied pact version refused, still judging by %s: %s", self._label(), exc)
+            logger.error("applied pact version refused, still judging by %s: %s", self._label(), clean(exc))
             return self._current
         except BlackboxError as exc:  # the store or the index: try again at the next batch
             self._seen = None
-            logger.warning("applied pact version not checked, still judging by %s: %s", self._label(), exc)
+            logger.warning(
+                "applied pact version not checked, still judging by %s: %s", self._label(), clean(exc)
+            )
             return self._current
         self.loads += 1
         self._current = AppliedPacts(book=version.book, version=version.version)

@@ -6,10 +6,12 @@ signed version, or written by hand, is not."""
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from pact_world import blackbox, record
 from test_pact_versions import _operator, _propose
 
@@ -129,7 +131,7 @@ def test_a_rolled_back_pointer_is_not_obeyed(tmp_path: Path) -> None:
     # a pointer that was never logged, or edited: test_the_check_reads_the_logs_pact_leaves_only
 
 
-def test_the_check_reads_the_logs_pact_leaves_only(tmp_path: Path) -> None:
+def test_the_check_reads_the_logs_pact_leaves_only(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A capture names its own decision id, so one can be keyed like an apply (``pact:<v>@<at>``) and
     even carry the pact leaf's type text inside it: the check still finds the log's real latest apply."""
     data, _, v1, v2 = _two_versions(tmp_path, "*")
@@ -182,6 +184,15 @@ def test_the_check_reads_the_logs_pact_leaves_only(tmp_path: Path) -> None:
         assert edited.version == v2 and edited.refused is not None
         unknown = in_force(index, store, {**second, "version": "pv_" + "0" * 24})
         assert unknown.version == v2 and unknown.refused is not None and "no pact version" in unknown.refused
+
+        # the source judges by the log's latest apply, and the pointer's text reaches the log escaped
+        trust = TrustStore.load(load_service_settings(data_dir=data).resolved_trust_store)
+        source = AppliedPactSource(store, trust=trust, in_force=lambda p: in_force(index, store, p))
+        store.put(APPLIED_KEY, json.dumps({**first, "version": "pv_\n\x1b[2Jforged"}).encode())
+        with caplog.at_level(logging.ERROR, logger="consumers.pacts.applied"):
+            assert source().version == v2
+        logged = "\n".join(r.getMessage() for r in caplog.records)
+        assert "not obeyed" in logged and "\x1b" not in logged
     finally:
         index.command(f"DROP DATABASE IF EXISTS {index.database} SYNC")
         index.close()
