@@ -240,9 +240,13 @@ def _three_hosts(
             except subprocess.TimeoutExpired:
                 proc.kill()
 
-    # the stalled writer wrote nothing under the lease it held when it stopped
+    # the stalled writer wrote nothing under the lease it held when it stopped, but for the one write
+    # that may have been in flight at SIGSTOP: a PUT whose body was still being sent completes (and is
+    # stamped) after SIGCONT, and no lease check on the client can recall it. What keeps such a write
+    # harmless is that every object is staged, written once or compare-and-swapped (checked below: one
+    # leaf per capture, the root, every checkpoint consistent with the latest).
     late = _tokens_of(store, bucket, cfg, stalled_writer, after=resumed)
-    assert all(token > token_before for token in late), (token_before, late)
+    assert len([token for token in late if token <= token_before]) <= 1, (token_before, late)
 
     # every acknowledged capture has exactly one leaf
     state = states.read()[0]
